@@ -1,0 +1,46 @@
+# Shared by scripts/run and scripts/test: install what is missing, configure, build.
+# Sourced, not run. Honours BUILD_DIR (default: build) and MESON_ARGS (extra setup options).
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+build_dir=${BUILD_DIR:-build}
+
+# Debian 12 packages the project builds with.
+packages=(g++ meson ninja-build pkg-config python3 libpmem2-dev libboost-dev googletest
+          libgtest-dev libgmock-dev libbenchmark-dev)
+
+missing_packages() {
+  local p
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || echo "$p"
+  done
+}
+
+install_packages() {
+  local missing
+  missing=$(missing_packages | tr '\n' ' ')
+  [ -z "${missing// /}" ] && return 0
+  if [ "$(id -u)" -eq 0 ]; then
+    echo "Installing: $missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+  else
+    echo "Missing Debian packages. Run as root:" >&2
+    echo "  apt-get update && apt-get install -y $missing" >&2
+    exit 1
+  fi
+}
+
+configure_and_build() {
+  if [ ! -f "$build_dir/build.ninja" ]; then
+    # shellcheck disable=SC2086
+    meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null
+  fi
+  ninja -C "$build_dir" >/dev/null || ninja -C "$build_dir"
+}
+
+install_packages
+configure_and_build

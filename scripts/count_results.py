@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Counts test cases from the JUnit file meson writes (with GoogleTest's cases inside).
+
+Prints "N passed, N failed" (and ", N skipped" when any were); exits 1 if any failed or if
+no test ran at all.
+"""
+import sys
+import xml.etree.ElementTree as ET
+
+
+def main(path: str) -> int:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as e:
+        print(f"cannot read test results {path}: {e}", file=sys.stderr)
+        print("0 passed, 1 failed")
+        return 1
+    passed = failed = skipped = 0
+    for case in root.iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed += 1
+        elif case.find("skipped") is not None:
+            skipped += 1
+        else:
+            passed += 1
+    line = f"{passed} passed, {failed} failed"
+    if skipped:
+        line += f", {skipped} skipped"
+    print(line)
+    return 1 if failed or passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/meson-logs/testlog.junit.xml"))
