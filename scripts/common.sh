@@ -1,5 +1,6 @@
 # Shared by scripts/run and scripts/test: install what is missing, configure, build.
-# Sourced, not run. Honours BUILD_DIR (default: build) and MESON_ARGS (extra setup options).
+# Sourced, not run. Honours BUILD_DIR (default: build) and MESON_ARGS (extra setup options
+# for that build).
 set -euo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,13 +35,16 @@ install_packages() {
   fi
 }
 
-configure_and_build() {
-  if [ ! -f "$build_dir/build.ninja" ]; then
-    # shellcheck disable=SC2086
-    meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null
+# build_in DIR [meson setup options...]: configures DIR once, then builds what changed.
+build_in() {
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >/dev/null
   fi
-  ninja -C "$build_dir" >/dev/null || ninja -C "$build_dir"
+  ninja -C "$dir" >/dev/null || ninja -C "$dir"
 }
 
 install_packages
-configure_and_build
+# shellcheck disable=SC2086
+build_in "$build_dir" ${MESON_ARGS:-}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Counts test cases from the JUnit file meson writes (with GoogleTest's cases inside).
+"""Counts test cases from the JUnit files meson writes (with GoogleTest's cases inside).
 
 Prints "N passed, N failed" (and ", N skipped" when any were); exits 1 if any failed or if
 no test ran at all.
@@ -8,15 +8,17 @@ import sys
 import xml.etree.ElementTree as ET
 
 
-def main(path: str) -> int:
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as e:
-        print(f"cannot read test results {path}: {e}", file=sys.stderr)
-        print("0 passed, 1 failed")
-        return 1
+def main(paths: list[str]) -> int:
+    cases = []
+    for path in paths:
+        try:
+            cases.extend(ET.parse(path).getroot().iter("testcase"))
+        except (OSError, ET.ParseError) as e:
+            print(f"cannot read test results {path}: {e}", file=sys.stderr)
+            print("0 passed, 1 failed")
+            return 1
     passed = failed = skipped = 0
-    for case in root.iter("testcase"):
+    for case in cases:
         if case.find("failure") is not None or case.find("error") is not None:
             failed += 1
         elif case.find("skipped") is not None:
@@ -31,4 +33,4 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/meson-logs/testlog.junit.xml"))
+    sys.exit(main(sys.argv[1:] or ["build/meson-logs/testlog.junit.xml"]))

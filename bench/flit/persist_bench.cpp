@@ -20,9 +20,16 @@ namespace {
 
 constexpr std::size_t words = 64;
 
+// The word each placement is measured on: a 64-bit integer, except under link_and_persist,
+// which needs a spare bit in the word: a pointer to 8-byte aligned data (fetch-add, which
+// needs a full-range integer, is not measured there).
+template <class Policy>
+using word_of = std::conditional_t<Policy::placement::tracks == flit::tracking::flush_bit,
+                                   std::uint64_t*, std::uint64_t>;
+
 template <class Policy>
 struct alignas(64) padded {
-  flit::persist<std::uint64_t, Policy> value;
+  flit::persist<word_of<Policy>, Policy> value;
 };
 
 template <class Policy>
@@ -51,14 +58,15 @@ void run(benchmark::State& state) {
   flit::stats_scope scope;
   for (auto _ : state) {
     auto& word = w[i++ % words].value;
+    using W = word_of<Policy>;
     if constexpr (Op == op::p_load) {
       benchmark::DoNotOptimize(word.load());
     } else if constexpr (Op == op::p_store) {
-      word.store(i);
+      word.store(W(i));
     } else if constexpr (Op == op::cas) {
-      std::uint64_t seen = word.load(flit::volatile_);
+      W seen = word.load(flit::volatile_);
       benchmark::DoNotOptimize(word.compare_exchange(seen, seen + 1));
-    } else {
+    } else if constexpr (!std::is_pointer_v<W>) {
       benchmark::DoNotOptimize(word.fetch_add(1));
     }
     Policy::operation_completion();
@@ -68,7 +76,8 @@ void run(benchmark::State& state) {
 
 constexpr auto placements = hana::make_tuple(
     hana::type_c<flit::hashed<flit::config::hash_bytes>>, hana::type_c<flit::adjacent>,
-    hana::type_c<flit::plain>, hana::type_c<flit::nonpersistent>);
+    hana::type_c<flit::plain>, hana::type_c<flit::link_and_persist>,
+    hana::type_c<flit::nonpersistent>);
 
 constexpr auto ops = hana::make_tuple(
     hana::make_pair(hana::integral_c<op, op::p_load>, BOOST_HANA_STRING("p_load")),
@@ -82,10 +91,12 @@ const bool registered = [] {
       using placement = typename decltype(t)::type;
       using policy = flit::policy<placement, flit::default_backend>;
       constexpr op which = std::remove_cvref_t<decltype(hana::first(o))>::value;
-      std::string name = std::string(hana::to<const char*>(hana::second(o))) + "/" +
-                         std::string(placement::name);
-      benchmark::RegisterBenchmark(name.c_str(), run<policy, which>)->Threads(1)->Threads(2)
-          ->UseRealTime();
+      if constexpr (which != op::fetch_add || !std::is_pointer_v<word_of<policy>>) {
+        std::string name = std::string(hana::to<const char*>(hana::second(o))) + "/" +
+                           std::string(placement::name);
+        benchmark::RegisterBenchmark(name.c_str(), run<policy, which>)->Threads(1)->Threads(2)
+            ->UseRealTime();
+      }
     });
   });
   return true;

@@ -1,0 +1,97 @@
+// FlintKV: an embedded durable key-value store on persistent memory.
+//
+//   flintkv::Options options;
+//   options.create_if_missing = true;
+//   std::unique_ptr<flintkv::DB> db;
+//   flintkv::Status s = flintkv::DB::Open(options, "/dev/shm/my.pool", &db);
+//   if (s.ok()) s = db->Put("key", "value");
+//   std::string value;
+//   if (s.ok()) s = db->Get("key", &value);
+//
+// Every completed Put, Delete and Write is durable: a crash loses nothing that was
+// acknowledged, and recovery (inside Open) restores exactly the completed writes plus,
+// possibly, writes that were in flight, each whole or not at all.
+//
+// Thread safety: a DB may be used by any number of threads at once without locking.
+// Snapshots and iterators must be released/destroyed before the DB.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "flintkv/iterator.hpp"
+#include "flintkv/options.hpp"
+#include "flintkv/snapshot.hpp"
+#include "flintkv/status.hpp"
+#include "flintkv/write_batch.hpp"
+
+namespace flintkv {
+
+struct Stats {
+  // Operations since Open.
+  std::uint64_t puts = 0, deletes = 0, batches = 0, gets = 0, iterators = 0;
+  // Flush instructions issued by every thread of the process since it started.
+  std::uint64_t pwb = 0, pfence = 0;
+  // The newest version visible to readers; keys' newest versions in the store.
+  std::uint64_t visible_version = 0;
+  std::uint64_t live_keys = 0;         // keys whose newest version is not a delete
+  std::uint64_t versions = 0;          // persistent nodes (every version of every key)
+  std::uint64_t pool_size = 0, pool_used = 0;
+  std::string granularity;             // persistence granularity of the pool's mapping
+  std::string configuration;           // durability mode, counter placement, flush backend
+  std::uint64_t recovered_versions = 0;  // nodes found by the recovery in Open
+  double recovery_seconds = 0;           // time spent recovering in Open
+};
+
+// What DB::Check found in a pool.
+struct CheckReport {
+  std::uint64_t versions = 0;     // committed nodes in the persistent list
+  std::uint64_t keys = 0;         // distinct keys among them
+  std::uint64_t live_keys = 0;    // keys whose newest version is not a delete
+  std::uint64_t uncommitted = 0;  // nodes of writes that did not complete (recovery drops them)
+  bool batch_in_progress = false; // a batch was being attached when the pool was last used
+  std::uint64_t newest_version = 0;
+  std::uint64_t pool_size = 0;
+  std::string granularity;
+  std::string configuration;
+};
+
+class DB {
+ public:
+  // Opens (and recovers) the pool at `path`, or creates it. The engine is built with the
+  // build's durability mode and counter placement (meson options).
+  static Status Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db);
+
+  // Validates the pool at `path` without changing it: its header, then every node of the
+  // persistent list. Returns Corruption naming the first problem, and fills `report`.
+  static Status Check(const std::string& path, CheckReport* report);
+
+  DB() = default;
+  DB(const DB&) = delete;
+  DB& operator=(const DB&) = delete;
+  virtual ~DB() = default;
+
+  // Stores `value` for `key`, durably, as a new version.
+  virtual Status Put(std::string_view key, std::string_view value,
+                     const WriteOptions& options = {}) = 0;
+  // Deletes `key` (a tombstone version), durably. Deleting a missing key is not an error.
+  virtual Status Delete(std::string_view key, const WriteOptions& options = {}) = 0;
+  // Applies every entry of `batch` atomically and durably, as one version.
+  virtual Status Write(const WriteBatch& batch, const WriteOptions& options = {}) = 0;
+  // The newest value of `key` visible at the snapshot (or now); NotFound if none.
+  virtual Status Get(std::string_view key, std::string* value,
+                     const ReadOptions& options = {}) = 0;
+
+  // Pins the current version until ReleaseSnapshot.
+  virtual const Snapshot* GetSnapshot() = 0;
+  virtual void ReleaseSnapshot(const Snapshot* snapshot) = 0;
+
+  // An iterator over the snapshot in `options` (or an implicit one taken now).
+  virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options = {}) = 0;
+
+  virtual Stats GetStats() = 0;
+};
+
+}  // namespace flintkv

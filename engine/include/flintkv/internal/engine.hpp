@@ -1,0 +1,817 @@
+// The FlintKV engine: a DRAM skiplist index over a sorted persistent list of versioned
+// nodes, updated in four phases (locate, prepare, attach by flat combining, promote).
+// See docs/engine-design.md for the algorithm and the recovery argument.
+//
+// Thread safety: every public member may be called by any number of threads at once.
+//  - locate, prepare and promote run lock-free on the calling thread;
+//  - attach runs under the combiner lock, by whichever thread holds it, for every thread
+//    that advertised a prepared update in its slot;
+//  - readers take visible_version once and ignore newer versions; they take no lock.
+// Invariants:
+//  (1) visible_version is written only by the combiner, and only after every node with a
+//      version at or below it is durably linked.
+//  (2) Level 0 of the index and the persistent list are written only under the combiner
+//      lock (or by recovery before the engine is shared).
+//  (3) Every node in the index is durably linked, or is being attached by the current
+//      combiner with a version above visible_version.
+// Persistence (manual mode; automatic mode makes every access a p-instruction instead):
+//  (1) prepare: node body and successor written back and fenced before advertising.
+//  (2) attach (put): version and predecessor's link written back, then one fence, then
+//      visible_version; a crash between leaves at most a linked node with kMaxVersion.
+//  (3) attach (batch): commit_version and batch_mode=1 fenced first; all nodes get one
+//      version; links written back; one fence; batch_mode=0 fenced; then visible_version.
+//  (4) Recovery rebuilds the index, visible_version and the allocator's free space.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "flintkv/db.hpp"
+#include "flintkv/internal/index.hpp"
+#include "flintkv/internal/layout.hpp"
+#include "flintkv/internal/mode.hpp"
+
+namespace flintkv::internal {
+
+// What the engine needs of the pool: implemented by storage<Policy> (storage.hpp).
+template <class S>
+concept engine_storage = requires(S& s, const S& cs, std::size_t n, node_offset off, void* p) {
+  { s.root_area() } -> std::same_as<void*>;
+  { s.allocate(n, &off) } -> std::same_as<Status>;
+  s.free(off);
+  { cs.pointer(off) } -> std::same_as<void*>;
+  { cs.contains(off, n) } -> std::same_as<bool>;
+  s.begin_recovery();
+  s.mark_live(off);
+  s.finish_recovery();
+  { s.dram_allocate(n) } -> std::same_as<void*>;
+  s.dram_free(p, n);
+  { cs.granularity() } -> std::convertible_to<std::string>;
+  { cs.size() } -> std::convertible_to<std::uint64_t>;
+  { cs.used() } -> std::convertible_to<std::uint64_t>;
+  { cs.path() } -> std::convertible_to<std::string>;
+};
+
+template <class Policy, class Mode>
+struct engine_config {
+  using policy = Policy;
+  using mode = Mode;
+};
+
+template <class Config, engine_storage Storage>
+class engine final : public DB {
+  using P = typename Config::policy;
+  using M = typename Config::mode;
+  using io = durable<P, M>;
+  using node = pnode<P>;
+  using root_t = root<P>;
+  static_assert(layout_pinned<P>());
+
+ public:
+  // Opens the engine on `storage`, recovering or initialising the store in it.
+  static Status open(std::unique_ptr<Storage> storage, const Options& options,
+                     std::unique_ptr<DB>* db) {
+    try {
+      auto e = std::unique_ptr<engine>(new engine(std::move(storage), options));
+      Status s = e->recover();
+      if (!s.ok()) return s;
+      *db = std::move(e);
+      return Status::OK();
+    } catch (const std::bad_alloc&) {
+      return Status::NoSpace("out of DRAM while opening the store");
+    }
+  }
+
+  ~engine() override {
+    // Every version is durable already; only DRAM is released here.
+    inode* n = index_->head();
+    while (n != nullptr) {
+      inode* next = n->load_next(0);
+      storage_->dram_free(n, n->size());
+      n = next;
+    }
+  }
+
+  // ---- writes ----------------------------------------------------------------------------
+
+  Status Put(std::string_view key, std::string_view value, const WriteOptions&) override {
+    return guarded([&] { return write_one(key, value, false); });
+  }
+
+  Status Delete(std::string_view key, const WriteOptions&) override {
+    return guarded([&] { return write_one(key, {}, true); });
+  }
+
+  Status Write(const WriteBatch& batch, const WriteOptions&) override {
+    return guarded([&] { return write_batch(batch); });
+  }
+
+  // ---- reads -----------------------------------------------------------------------------
+
+  Status Get(std::string_view key, std::string* value, const ReadOptions& options) override {
+    return guarded([&]() -> Status {
+      if (Status s = check_key(key); !s.ok()) return s;
+      std::uint64_t vv = read_version(options);
+      gets_.fetch_add(1, std::memory_order_relaxed);
+      inode* n = index_->seek(key, vv);
+      if (n == nullptr || n->key() != key || n->tombstone) {
+        return Status::NotFound(std::string(key.substr(0, 64)));
+      }
+      if (value != nullptr) {
+        std::string_view v = value_of(n);
+        value->assign(v.data(), v.size());
+      }
+      io::complete();
+      return Status::OK();
+    });
+  }
+
+  const Snapshot* GetSnapshot() override {
+    std::lock_guard lock(snapshots_mutex_);
+    auto* s = new snapshot_impl(visible_version_.load(std::memory_order_acquire));
+    pinned_.insert(s->version());
+    return s;
+  }
+
+  void ReleaseSnapshot(const Snapshot* snapshot) override {
+    if (snapshot == nullptr) return;
+    std::lock_guard lock(snapshots_mutex_);
+    auto it = pinned_.find(snapshot->version());
+    if (it != pinned_.end()) pinned_.erase(it);
+    delete static_cast<const snapshot_impl*>(snapshot);
+  }
+
+  std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override {
+    iterators_.fetch_add(1, std::memory_order_relaxed);
+    return std::make_unique<iterator_impl>(this, read_version(options), options);
+  }
+
+  Stats GetStats() override {
+    Stats s;
+    s.puts = puts_.load(std::memory_order_relaxed);
+    s.deletes = deletes_.load(std::memory_order_relaxed);
+    s.batches = batches_.load(std::memory_order_relaxed);
+    s.gets = gets_.load(std::memory_order_relaxed);
+    s.iterators = iterators_.load(std::memory_order_relaxed);
+    flit::counts c = flit::all_threads();
+    s.pwb = c.pwb;
+    s.pfence = c.pfence;
+    s.visible_version = visible_version_.load(std::memory_order_acquire);
+    s.live_keys = live_keys_.load(std::memory_order_relaxed);
+    s.versions = versions_.load(std::memory_order_relaxed);
+    s.pool_size = storage_->size();
+    s.pool_used = storage_->used();
+    s.granularity = storage_->granularity();
+    s.configuration = configuration();
+    s.recovered_versions = recovered_versions_;
+    s.recovery_seconds = recovery_seconds_;
+    return s;
+  }
+
+  static std::string configuration() {
+    return std::string(M::name) + " mode, " + std::string(P::placement::name) + " counters, " +
+           std::string(P::backend::name()) + " flushes";
+  }
+
+  // Test hook: the version the calling thread's last successful write was given.
+  static std::uint64_t TEST_last_write_version() { return last_write_version_; }
+
+ private:
+  // ---- types -----------------------------------------------------------------------------
+
+  class snapshot_impl final : public Snapshot {
+   public:
+    explicit snapshot_impl(std::uint64_t v) : Snapshot(v) {}
+  };
+
+  // One prepared update, as advertised to the combiner.
+  struct update {
+    std::string_view key;
+    std::string_view value;
+    bool tombstone = false;
+    inode* index_node = nullptr;
+    node* persistent = nullptr;
+    node_offset offset{0};
+    inode* preds[kMaxHeight];
+    inode* succs[kMaxHeight];
+  };
+
+  enum class slot_state : std::uint8_t { idle, ready, done, failed };
+
+  struct alignas(64) slot {
+    std::atomic<bool> owned{false};
+    std::atomic<slot_state> state{slot_state::idle};
+    update* one = nullptr;                 // a put or delete
+    std::vector<update>* batch = nullptr;  // or a batch
+  };
+
+  // ---- construction and recovery ---------------------------------------------------------
+
+  engine(std::unique_ptr<Storage> storage, const Options& options)
+      : storage_(std::move(storage)),
+        slots_(std::max(1u, std::min(options.thread_slots, kMaxThreadSlots))) {}
+
+  root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
+  node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
+
+  Status recover() {
+    auto start = std::chrono::steady_clock::now();
+    root_t& r = root_ref();
+    r.format.reset_metadata();
+    std::uint64_t format = io::get(r.format).bits;
+    if (format != 0 && format != kFormat) {
+      return Status::Corruption(storage_->path() + ": store format " + std::to_string(format) +
+                                ", this build reads format " + std::to_string(kFormat));
+    }
+    storage_->begin_recovery();
+    std::vector<inode*> kept;
+    std::uint64_t newest = 0;
+    if (format == kFormat) {
+      Status s = walk_and_repair(r, &kept, &newest);
+      if (!s.ok()) return s;
+    }
+    storage_->finish_recovery();
+    if (format == 0) {
+      // A new pool (or one whose initialisation was interrupted: start it again).
+      Status s = initialise(r);
+      if (!s.ok()) return s;
+    }
+    node_offset head = io::get(r.head);
+    void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
+    index_ = std::make_unique<skiplist>(head_memory, head.value);
+    std::uint64_t live = 0;
+    std::minstd_rand rng(0x5eed);
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      index_->append(kept[i]);
+      bool newest_of_key = i == 0 || kept[i - 1]->key() != kept[i]->key();
+      if (newest_of_key && !kept[i]->tombstone) ++live;
+    }
+    index_->finish_build();
+    std::uint64_t commit = io::get(r.commit_version).bits;
+    visible_version_.store(std::max(newest, commit), std::memory_order_release);
+    next_version_ = std::max(newest, commit);
+    live_keys_.store(live, std::memory_order_relaxed);
+    versions_.store(kept.size(), std::memory_order_relaxed);
+    recovered_versions_ = kept.size();
+    io::complete();
+    recovery_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return Status::OK();
+  }
+
+  Status initialise(root_t& r) {
+    node_offset head;
+    if (Status s = storage_->allocate(node::size_for(0, 0), &head); !s.ok()) return s;
+    node* h = at(head);
+    io::put(h->next, node_offset{0});
+    io::put(h->version, word63{0});
+    io::put(h->sizes, pack_sizes(0, 0, 0));
+    io::flush(h, node::size_for(0, 0));
+    io::put(r.head, head);
+    io::put(r.commit_version, word63{0});
+    io::put(r.batch_mode, word63{0});
+    io::flush(&r, sizeof(root_t));
+    io::fence();
+    io::put(r.format, word63{kFormat});  // last: the store is initialised
+    io::flush(r.format);
+    io::fence();
+    return Status::OK();
+  }
+
+  // Walks the persistent list: drops nodes of writes that did not complete (kMaxVersion, or
+  // above commit_version while batch_mode is set) by linking around them durably, validates
+  // every node before trusting it, marks kept nodes live and builds their index nodes in
+  // list order. Running it again on the same image gives the same result.
+  Status walk_and_repair(root_t& r, std::vector<inode*>* kept, std::uint64_t* newest) {
+    r.head.reset_metadata();
+    r.commit_version.reset_metadata();
+    r.batch_mode.reset_metadata();
+    const std::uint64_t batch = io::get(r.batch_mode).bits;
+    const std::uint64_t commit = io::get(r.commit_version).bits;
+    if (batch > 1) return corrupt("root", 0, "batch_mode " + std::to_string(batch));
+    node_offset head_off = io::get(r.head);
+    if (!storage_->contains(head_off, node::size_for(0, 0))) {
+      return corrupt("root", head_off.value, "head offset outside the pool");
+    }
+    node* prev = at(head_off);
+    prev->next.reset_metadata();
+    storage_->mark_live(head_off);
+    std::uint64_t repaired = 0;
+    std::string_view prev_key;
+    std::uint64_t prev_version = 0;
+    bool have_prev = false;
+    node_offset off = io::get(prev->next);
+    while (off.value != 0) {
+      if (!storage_->contains(off, node::header_size())) {
+        return corrupt("node", off.value, "successor offset outside the pool");
+      }
+      node* n = at(off);
+      n->next.reset_metadata();
+      n->version.reset_metadata();
+      n->sizes.reset_metadata();
+      word63 sizes = io::get(n->sizes);
+      std::size_t ks = key_size_of(sizes), vs = value_size_of(sizes);
+      if (ks == 0 || ks > kMaxKeySize || vs > kMaxValueSize ||
+          (flags_of(sizes) & ~std::uint64_t{kTombstone}) != 0 ||
+          !storage_->contains(off, node::size_for(ks, vs))) {
+        return corrupt("node", off.value, "bad sizes word " + std::to_string(sizes.bits));
+      }
+      std::uint64_t version = io::get(n->version).bits;
+      node_offset next = io::get(n->next);
+      bool drop = version == kMaxVersion || (batch == 1 && version > commit);
+      if (drop) {
+        io::put(prev->next, next);  // link around it
+        io::flush(prev->next);
+        ++repaired;
+        off = next;
+        continue;
+      }
+      std::string_view key(n->body(), ks);
+      if (have_prev) {
+        int c = compare_keys(prev_key, key);
+        if (c > 0 || (c == 0 && prev_version <= version)) {
+          return corrupt("node", off.value, "list out of order");
+        }
+      }
+      storage_->mark_live(off);
+      inode* in = make_index_node(key, off, (flags_of(sizes) & kTombstone) != 0, vs);
+      in->version = version;
+      kept->push_back(in);
+      *newest = std::max(*newest, version);
+      prev = n;
+      prev_key = key;
+      prev_version = version;
+      have_prev = true;
+      off = next;
+    }
+    if (repaired > 0) io::fence();
+    if (batch == 1) {
+      io::put(r.batch_mode, word63{0});
+      io::flush(r.batch_mode);
+      io::fence();
+    }
+    return Status::OK();
+  }
+
+  Status corrupt(std::string_view what, std::uint64_t offset, const std::string& why) const {
+    return Status::Corruption(storage_->path() + ": " + std::string(what) + " at offset " +
+                              std::to_string(offset) + ": " + why);
+  }
+
+  // ---- the write path --------------------------------------------------------------------
+
+  static Status check_key(std::string_view key) {
+    if (key.empty()) return Status::InvalidArgument("empty key");
+    if (key.size() > kMaxKeySize) {
+      return Status::InvalidArgument("key of " + std::to_string(key.size()) +
+                                     " bytes; the limit is " + std::to_string(kMaxKeySize));
+    }
+    return Status::OK();
+  }
+  static Status check_value(std::string_view value) {
+    if (value.size() > kMaxValueSize) {
+      return Status::InvalidArgument("value of " + std::to_string(value.size()) +
+                                     " bytes; the limit is " + std::to_string(kMaxValueSize));
+    }
+    return Status::OK();
+  }
+
+  Status write_one(std::string_view key, std::string_view value, bool tombstone) {
+    if (Status s = check_key(key); !s.ok()) return s;
+    if (Status s = check_value(value); !s.ok()) return s;
+    update u;
+    u.key = key;
+    u.value = value;
+    u.tombstone = tombstone;
+    Status s;
+    while (true) {
+      index_->locate(key, UINT64_MAX, u.preds, u.succs);
+      s = prepare(u);
+      if (!s.ok()) break;
+      io::fence();
+      slot_lease me(*this);
+      me->one = &u;
+      me->batch = nullptr;
+      if (attach(*me)) break;
+    }
+    if (s.ok()) {
+      index_->promote(u.index_node, u.preds, u.succs);
+      (tombstone ? deletes_ : puts_).fetch_add(1, std::memory_order_relaxed);
+      last_write_version_ = u.index_node->version;
+    }
+    io::complete();
+    return s;
+  }
+
+  Status write_batch(const WriteBatch& batch) {
+    // One entry per key, the batch's last; sorted, so neighbours rarely go stale.
+    std::map<std::string_view, const WriteBatch::Entry*> last;
+    for (const WriteBatch::Entry& e : batch.entries()) {
+      if (Status s = check_key(e.key); !s.ok()) return s;
+      if (Status s = check_value(e.value); !s.ok()) return s;
+      last[e.key] = &e;
+    }
+    if (last.empty()) return Status::OK();
+    std::vector<update> updates(last.size());
+    std::size_t i = 0;
+    Status s;
+    try {
+      for (auto& [key, e] : last) {
+        update& u = updates[i++];
+        u.key = key;
+        u.value = e->value;
+        u.tombstone = e->kind == WriteBatch::Kind::kDelete;
+        index_->locate(u.key, UINT64_MAX, u.preds, u.succs);
+        s = prepare(u);
+        if (!s.ok()) break;
+      }
+    } catch (...) {
+      for (update& u : updates) discard(u);
+      throw;
+    }
+    if (!s.ok()) {
+      for (update& u : updates) discard(u);
+      io::complete();
+      return s;
+    }
+    io::fence();  // one fence for every node of the batch
+    {
+      slot_lease me(*this);
+      me->one = nullptr;
+      me->batch = &updates;
+      attach(*me);  // a batch is never refused: stale neighbours are retried in attach
+    }
+    for (update& u : updates) index_->promote(u.index_node, u.preds, u.succs);
+    batches_.fetch_add(1, std::memory_order_relaxed);
+    last_write_version_ = updates.front().index_node->version;
+    io::complete();
+    return Status::OK();
+  }
+
+  // Allocates and fills the persistent node (first call) and points it at the located
+  // successor. The caller fences before advertising it.
+  Status prepare(update& u) {
+    node_offset succ{u.succs[0] != nullptr ? u.succs[0]->pnode : 0};
+    if (u.persistent == nullptr) {
+      const std::size_t size = node::size_for(u.key.size(), u.value.size());
+      if (Status s = storage_->allocate(size, &u.offset); !s.ok()) return s;
+      node* n = at(u.offset);
+      io::put(n->next, succ);
+      io::put(n->version, word63{kMaxVersion});
+      io::put(n->sizes, pack_sizes(u.key.size(), u.value.size(), u.tombstone ? std::uint64_t{kTombstone} : 0));
+      io::put_bytes(n->body(), u.key.data(), u.key.size());
+      io::put_bytes(n->body() + u.key.size(), u.value.data(), u.value.size());
+      io::flush(n, size);
+      u.persistent = n;
+      try {
+        u.index_node = make_index_node(u.key, u.offset, u.tombstone, u.value.size());
+      } catch (...) {
+        storage_->free(u.offset);
+        u.persistent = nullptr;
+        throw;
+      }
+    } else {
+      io::put(u.persistent->next, succ);
+      io::flush(u.persistent->next);
+    }
+    u.index_node->next(0).store(u.succs[0], std::memory_order_relaxed);
+    _mm_prefetch(reinterpret_cast<const char*>(u.persistent), _MM_HINT_T0);
+    return Status::OK();
+  }
+
+  // Returns what prepare took, for an update that will never be attached.
+  void discard(update& u) {
+    if (u.persistent == nullptr) return;
+    storage_->dram_free(u.index_node, u.index_node->size());
+    storage_->free(u.offset);
+    u.persistent = nullptr;
+  }
+
+  inode* make_index_node(std::string_view key, node_offset off, bool tombstone,
+                         std::size_t value_size) {
+    int height = random_height();
+    void* memory = storage_->dram_allocate(inode::size_for(height, key.size()));
+    inode* n = inode::make(memory, height, key, off.value, tombstone);
+    n->value_size = static_cast<std::uint32_t>(value_size);
+    return n;
+  }
+
+  static int random_height() {
+    thread_local std::uint64_t state =
+        std::hash<std::thread::id>{}(std::this_thread::get_id()) | 1;
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    int height = 1;
+    std::uint64_t r = state;
+    while (height < kMaxHeight && (r & 3) == 0) {  // branching factor 4
+      ++height;
+      r >>= 2;
+    }
+    return height;
+  }
+
+  // ---- attach: flat combining ------------------------------------------------------------
+
+  slot& lease_slot() {
+    thread_local std::size_t hint = 0;
+    while (true) {
+      for (std::size_t k = 0; k < slots_.size(); ++k) {
+        std::size_t i = (hint + k) % slots_.size();
+        bool expected = false;
+        if (!slots_[i].owned.load(std::memory_order_relaxed) &&
+            slots_[i].owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+          hint = i;
+          return slots_[i];
+        }
+      }
+      std::this_thread::yield();  // every slot taken: wait for one
+    }
+  }
+
+  void release_slot(slot& s) {
+    s.state.store(slot_state::idle, std::memory_order_relaxed);
+    s.owned.store(false, std::memory_order_release);
+  }
+
+  // A slot held for one attach.
+  class slot_lease {
+   public:
+    explicit slot_lease(engine& e) : engine_(e), slot_(e.lease_slot()) {}
+    ~slot_lease() { engine_.release_slot(slot_); }
+    slot_lease(const slot_lease&) = delete;
+    slot_lease& operator=(const slot_lease&) = delete;
+    slot* operator->() { return &slot_; }
+    slot& operator*() { return slot_; }
+
+   private:
+    engine& engine_;
+    slot& slot_;
+  };
+
+  // Advertises the slot's update and waits until a combiner (maybe this thread) attached it.
+  // Returns false if its neighbours were stale: locate and prepare again.
+  bool attach(slot& me) {
+    me.state.store(slot_state::ready, std::memory_order_release);
+    for (unsigned spins = 0;; ++spins) {
+      slot_state st = me.state.load(std::memory_order_acquire);
+      if (st == slot_state::done) return true;
+      if (st == slot_state::failed) return false;
+      if (!combiner_lock_.load(std::memory_order_relaxed) &&
+          !combiner_lock_.exchange(true, std::memory_order_acquire)) {
+        combine();
+        combiner_lock_.store(false, std::memory_order_release);
+        continue;
+      }
+      if (spins % 64 == 63) {
+        std::this_thread::yield();
+      } else {
+        _mm_pause();
+      }
+    }
+  }
+
+  // REQUIRES: the combiner lock.
+  void combine() {
+    for (slot& s : slots_) {
+      if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
+      bool ok = s.batch != nullptr ? attach_batch(*s.batch) : attach_one(*s.one);
+      s.state.store(ok ? slot_state::done : slot_state::failed, std::memory_order_release);
+    }
+  }
+
+  // REQUIRES: the combiner lock.
+  bool attach_one(update& u) {
+    std::uint64_t version = next_version_ + 1;
+    if (!link(u, version)) return false;
+    io::fence();  // the one fence of an attached put
+    next_version_ = version;
+    visible_version_.store(version, std::memory_order_release);
+    return true;
+  }
+
+  // REQUIRES: the combiner lock.
+  bool attach_batch(std::vector<update>& updates) {
+    root_t& r = root_ref();
+    const std::uint64_t commit = next_version_;
+    io::put(r.commit_version, word63{commit});
+    io::put(r.batch_mode, word63{1});
+    io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
+    io::fence();
+    const std::uint64_t version = commit + 1;
+    for (update& u : updates) {
+      if (link(u, version)) continue;
+      // Stale neighbours: nothing else moves under the lock, so one retry suffices.
+      index_->locate(u.key, UINT64_MAX, u.preds, u.succs);
+      (void)prepare(u);  // only re-points the successor: cannot fail
+      io::fence();       // the new successor is durable before the link
+      bool linked = link(u, version);
+      (void)linked;
+    }
+    io::fence();
+    io::put(r.batch_mode, word63{0});
+    io::flush(r.batch_mode);
+    io::fence();
+    next_version_ = version;
+    visible_version_.store(version, std::memory_order_release);
+    return true;
+  }
+
+  // Validates the cached neighbours and links the node into level 0 and the persistent
+  // list, written back but not fenced. REQUIRES: the combiner lock.
+  bool link(update& u, std::uint64_t version) {
+    inode* pred = u.preds[0];
+    inode* succ = u.succs[0];
+    if (pred->load_next(0) != succ) return false;
+    inode* n = u.index_node;
+    n->version = version;
+    io::put(u.persistent->version, word63{version});
+    io::flush(u.persistent->version);
+    skiplist::link_leaf(pred, n);
+    node* pred_node = at(node_offset{pred->pnode});
+    io::put(pred_node->next, u.offset);
+    io::flush(pred_node->next);
+    versions_.fetch_add(1, std::memory_order_relaxed);
+    bool had_live = succ != nullptr && succ->key() == u.key && !succ->tombstone;
+    if (had_live != !u.tombstone) {
+      live_keys_.fetch_add(u.tombstone ? std::uint64_t(-1) : 1, std::memory_order_relaxed);
+    }
+    return true;
+  }
+
+  // ---- reads -----------------------------------------------------------------------------
+
+  std::uint64_t read_version(const ReadOptions& options) const {
+    return options.snapshot != nullptr ? options.snapshot->version()
+                                       : visible_version_.load(std::memory_order_acquire);
+  }
+
+  std::string_view value_of(const inode* n) const {
+    const node* p = at(node_offset{n->pnode});
+    return {p->body() + n->key_size, n->value_size};
+  }
+
+  template <class F>
+  static Status guarded(F&& f) noexcept {
+    try {
+      return f();
+    } catch (const std::bad_alloc&) {
+      return Status::NoSpace("out of DRAM");
+    } catch (const std::exception& e) {
+      return Status::IOError(std::string("internal error: ") + e.what());
+    }
+  }
+
+  // Iterates the newest version at or below `version_` of each key, skipping deletes.
+  class iterator_impl final : public Iterator {
+   public:
+    iterator_impl(const engine* e, std::uint64_t version, const ReadOptions& options)
+        : engine_(e), version_(version), lower_(options.lower_bound),
+          upper_(options.upper_bound) {}
+
+    bool Valid() const override { return current_ != nullptr; }
+
+    void SeekToFirst() override {
+      if (lower_) {
+        Seek(*lower_);
+        return;
+      }
+      settle_forward(engine_->index_->head()->load_next(0));
+    }
+
+    void SeekToLast() override {
+      if (upper_) {
+        settle_backward_below(*upper_);
+        return;
+      }
+      inode* last = engine_->index_->last();
+      if (last == engine_->index_->head()) {
+        current_ = nullptr;
+        return;
+      }
+      // The last node is the oldest version of the last key: find its visible version.
+      settle_backward_at(last->key());
+    }
+
+    void Seek(std::string_view target) override {
+      if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
+      settle_forward(engine_->index_->seek(target, version_));
+    }
+
+    void SeekForPrev(std::string_view target) override {
+      if (upper_ && compare_keys(target, *upper_) >= 0) {
+        settle_backward_below(*upper_);
+        return;
+      }
+      settle_backward_at(target);
+    }
+
+    void Next() override { settle_forward(skip_key(current_)); }
+
+    void Prev() override { settle_backward_below(current_->key()); }
+
+    std::string_view key() const override { return current_->key(); }
+    std::string_view value() const override { return engine_->value_of(current_); }
+    Status status() const override { return Status::OK(); }
+
+   private:
+    bool visible(const inode* n) const { return n->version <= version_; }
+
+    // The first node after every version of n's key.
+    static inode* skip_key(const inode* n) {
+      inode* next = n->load_next(0);
+      while (next != nullptr && next->key() == n->key()) next = next->load_next(0);
+      return next;
+    }
+
+    // From node n (the first candidate), moves to the first key whose newest visible
+    // version is not a delete.
+    void settle_forward(inode* n) {
+      while (n != nullptr) {
+        if (upper_ && compare_keys(n->key(), *upper_) >= 0) break;
+        if (!visible(n)) {
+          n = n->load_next(0);  // a newer version than the snapshot: an older one may follow
+          continue;
+        }
+        if (!n->tombstone) {
+          current_ = n;
+          return;
+        }
+        n = skip_key(n);
+      }
+      current_ = nullptr;
+    }
+
+    // The last visible, live key at or before `key`.
+    void settle_backward_at(std::string_view key) {
+      inode* n = engine_->index_->seek(key, version_);
+      if (n != nullptr && n->key() == key) {
+        if (accept_backward(n)) return;
+      }
+      settle_backward_below(key);
+    }
+
+    // The last visible, live key strictly before `key`.
+    void settle_backward_below(std::string_view key) {
+      std::string bound(key);
+      while (true) {
+        inode* last = engine_->index_->last_below(bound);
+        if (last == engine_->index_->head()) break;
+        // `last` is the oldest version of its key; find the newest visible one.
+        inode* n = engine_->index_->seek(last->key(), version_);
+        if (n != nullptr && n->key() == last->key() && accept_backward(n)) return;
+        bound.assign(last->key());
+      }
+      current_ = nullptr;
+    }
+
+    // Takes n if it is live and within the lower bound; false to keep looking back.
+    bool accept_backward(inode* n) {
+      if (lower_ && compare_keys(n->key(), *lower_) < 0) {
+        current_ = nullptr;  // before the lower bound: iteration is over
+        return true;
+      }
+      if (n->tombstone) return false;
+      current_ = n;
+      return true;
+    }
+
+    const engine* engine_;
+    const std::uint64_t version_;
+    std::optional<std::string> lower_, upper_;
+    inode* current_ = nullptr;
+  };
+
+  // ---- state -----------------------------------------------------------------------------
+
+  std::unique_ptr<Storage> storage_;
+  std::unique_ptr<skiplist> index_;
+  std::vector<slot> slots_;
+  alignas(64) std::atomic<bool> combiner_lock_{false};
+  std::uint64_t next_version_ = 0;  // written only under the combiner lock
+  alignas(64) std::atomic<std::uint64_t> visible_version_{0};
+  alignas(64) std::atomic<std::uint64_t> puts_{0}, deletes_{0}, batches_{0};
+  alignas(64) std::atomic<std::uint64_t> gets_{0}, iterators_{0};
+  std::atomic<std::uint64_t> live_keys_{0}, versions_{0};
+  std::uint64_t recovered_versions_ = 0;
+  double recovery_seconds_ = 0;
+  std::mutex snapshots_mutex_;
+  std::multiset<std::uint64_t> pinned_;
+  static inline thread_local std::uint64_t last_write_version_ = 0;
+};
+
+}  // namespace flintkv::internal

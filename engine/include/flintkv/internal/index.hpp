@@ -1,0 +1,192 @@
+// The volatile index: a skiplist in DRAM over every version of every key, ordered by key
+// ascending (bytewise), then version descending, mirroring the persistent list.
+//
+// Thread safety: level 0 is written only by the combiner (under its lock) and by recovery;
+// levels 1 and up are linked lock-free with CAS by the thread that promotes its own node.
+// Readers need no lock. Nodes are never unlinked while the index lives, so a reader may hold
+// any node it reached.
+// Invariants:
+//  (1) A node is linked at level i only if it is linked at level i - 1.
+//  (2) A node's key, version, height and persistent offset are immutable once it is linked
+//      at level 0 (the link is a release store; traversals load with acquire).
+//  (3) Each node has exactly `height` successor pointers (nodes are sized to their height).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string_view>
+
+namespace flintkv::internal {
+
+inline constexpr int kMaxHeight = 20;
+
+struct inode {
+  std::uint64_t version;
+  std::uint64_t pnode;  // offset of the persistent node
+  std::uint32_t value_size;
+  std::uint32_t key_size;
+  std::uint8_t height;
+  bool tombstone;
+
+  std::string_view key() const {
+    return {reinterpret_cast<const char*>(links() + height), key_size};
+  }
+  std::atomic<inode*>& next(int level) { return links()[level]; }
+  inode* load_next(int level) const { return links()[level].load(std::memory_order_acquire); }
+
+  static std::size_t size_for(int height, std::size_t key_size) {
+    return sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) +
+           key_size;
+  }
+  std::size_t size() const { return size_for(height, key_size); }
+
+  // Builds a node in `memory` (size_for(height, key.size()) bytes).
+  static inode* make(void* memory, int height, std::string_view key, std::uint64_t pnode,
+                     bool tombstone) {
+    auto* n = new (memory) inode();
+    n->version = 0;
+    n->pnode = pnode;
+    n->value_size = 0;
+    n->key_size = static_cast<std::uint32_t>(key.size());
+    n->height = static_cast<std::uint8_t>(height);
+    n->tombstone = tombstone;
+    for (int i = 0; i < height; ++i) new (&n->links()[i]) std::atomic<inode*>(nullptr);
+    if (!key.empty()) {
+      std::memcpy(reinterpret_cast<char*>(n->links() + height), key.data(), key.size());
+    }
+    return n;
+  }
+
+ private:
+  // The node is followed by `height` successors, then the key bytes.
+  std::atomic<inode*>* links() const {
+    return reinterpret_cast<std::atomic<inode*>*>(const_cast<inode*>(this) + 1);
+  }
+};
+static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
+
+// Three-way bytewise comparison.
+inline int compare_keys(std::string_view a, std::string_view b) {
+  std::size_t n = a.size() < b.size() ? a.size() : b.size();
+  int c = n == 0 ? 0 : std::memcmp(a.data(), b.data(), n);
+  if (c != 0) return c;
+  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+}
+
+// Orders (key, version) positions: key ascending, then version descending.
+inline bool before(const inode* n, std::string_view key, std::uint64_t version) {
+  int c = compare_keys(n->key(), key);
+  return c < 0 || (c == 0 && n->version > version);
+}
+
+class skiplist {
+ public:
+  // REQUIRES: head_memory holds inode::size_for(kMaxHeight, 0) bytes.
+  explicit skiplist(void* head_memory, std::uint64_t head_pnode)
+      : head_(inode::make(head_memory, kMaxHeight, {}, head_pnode, false)) {}
+
+  inode* head() const { return head_; }
+
+  // Neighbours of the position (key, version) at every level: preds[i] is the last node
+  // before it, succs[i] the first at or after it (nullptr: the end). With version =
+  // UINT64_MAX this is where a new version of `key` goes: before every existing version.
+  void locate(std::string_view key, std::uint64_t version, inode** preds, inode** succs) const {
+    inode* pred = head_;
+    for (int level = kMaxHeight - 1; level >= 0; --level) {
+      inode* curr = pred->load_next(level);
+      while (curr != nullptr && before(curr, key, version)) {
+        pred = curr;
+        curr = pred->load_next(level);
+      }
+      preds[level] = pred;
+      succs[level] = curr;
+    }
+  }
+
+  // The first node at or after (key, version) at level 0, or nullptr.
+  inode* seek(std::string_view key, std::uint64_t version) const {
+    inode* pred = head_;
+    inode* curr = nullptr;
+    for (int level = kMaxHeight - 1; level >= 0; --level) {
+      curr = pred->load_next(level);
+      while (curr != nullptr && before(curr, key, version)) {
+        pred = curr;
+        curr = pred->load_next(level);
+      }
+    }
+    return curr;
+  }
+
+  // The last node whose key is below `key` (head_ if none).
+  inode* last_below(std::string_view key) const {
+    inode* pred = head_;
+    for (int level = kMaxHeight - 1; level >= 0; --level) {
+      inode* curr = pred->load_next(level);
+      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
+        pred = curr;
+        curr = pred->load_next(level);
+      }
+    }
+    return pred;
+  }
+
+  // The last node of the list (head_ if empty).
+  inode* last() const {
+    inode* pred = head_;
+    for (int level = kMaxHeight - 1; level >= 0; --level) {
+      for (inode* curr = pred->load_next(level); curr != nullptr; curr = pred->load_next(level)) {
+        pred = curr;
+      }
+    }
+    return pred;
+  }
+
+  // Links `n` at level 0 after `pred`. REQUIRES: the combiner lock; n->next(0) is already
+  // pred's successor; n->version is assigned.
+  static void link_leaf(inode* pred, inode* n) { pred->next(0).store(n, std::memory_order_release); }
+
+  // Links `n` into levels 1 .. height-1, lock-free. `preds`/`succs` are hints from locate
+  // and are refreshed when stale. REQUIRES: n is linked at level 0.
+  void promote(inode* n, inode** preds, inode** succs) const {
+    for (int level = 1; level < n->height; ++level) {
+      while (true) {
+        inode* pred = preds[level];
+        inode* succ = succs[level];
+        // The hint may be stale: walk forward from pred to n's position at this level.
+        for (inode* c = pred->load_next(level); c != nullptr && before(c, n->key(), n->version);
+             c = pred->load_next(level)) {
+          pred = c;
+        }
+        succ = pred->load_next(level);
+        n->next(level).store(succ, std::memory_order_relaxed);
+        if (pred->next(level).compare_exchange_strong(succ, n, std::memory_order_release,
+                                                     std::memory_order_relaxed)) {
+          break;
+        }
+        preds[level] = pred;
+      }
+    }
+  }
+
+  // Bulk building, for recovery: appends nodes in list order. REQUIRES: single thread,
+  // nodes arrive sorted. Call finish_build() at the end.
+  void append(inode* n) {
+    if (build_tail_[0] == nullptr) {
+      for (auto& t : build_tail_) t = head_;
+    }
+    for (int level = 0; level < n->height; ++level) {
+      build_tail_[level]->next(level).store(n, std::memory_order_relaxed);
+      build_tail_[level] = n;
+    }
+  }
+  void finish_build() { std::atomic_thread_fence(std::memory_order_release); }
+
+ private:
+  inode* head_;
+  inode* build_tail_[kMaxHeight] = {};
+};
+
+}  // namespace flintkv::internal

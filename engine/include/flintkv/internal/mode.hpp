@@ -1,0 +1,79 @@
+// Durability modes: how the engine's accesses to persistent memory map onto the P-V
+// interface. The engine is written once against durable<Policy, Mode>; the mode decides.
+//
+//  manual     The FlintKV placement. Persistent words are accessed with private
+//             v-instructions (only one thread touches a node or link at a time: the preparing
+//             worker, then the combiner under its lock, or recovery), and the engine issues
+//             the write-backs and fences itself at the points the algorithm needs: node body
+//             and successor written back and fenced in prepare, version and link written back
+//             and fenced once in attach.
+//  automatic  Every persistent access is a shared p-instruction and the engine issues no
+//             flush of its own: durability follows from the P-V interface alone (every store
+//             is persisted before the next shared store and before the operation completes).
+//             Simpler to reason about, and more fences.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "flit/flit.hpp"
+
+namespace flintkv {
+
+struct manual {
+  static constexpr std::string_view name = "manual";
+  static constexpr bool explicit_flushes = true;
+};
+struct automatic {
+  static constexpr std::string_view name = "automatic";
+  static constexpr bool explicit_flushes = false;
+};
+
+namespace internal {
+
+template <class Policy, class Mode>
+struct durable {
+  // A store to a persistent word.
+  template <class Word, class T>
+  static void put(Word& w, T v) {
+    if constexpr (Mode::explicit_flushes) {
+      w.store(v, flit::volatile_, flit::private_);
+    } else {
+      w.store(v);
+    }
+  }
+  // A load of a persistent word.
+  template <class Word>
+  static auto get(const Word& w) {
+    if constexpr (Mode::explicit_flushes) {
+      return w.load(flit::volatile_, flit::private_);
+    } else {
+      return w.load();
+    }
+  }
+  // Bulk bytes (keys, values) into persistent memory.
+  static void put_bytes(void* dst, const void* src, std::size_t n) {
+    if constexpr (Mode::explicit_flushes) {
+      Policy::write_range(dst, src, n, flit::volatile_);
+    } else {
+      Policy::write_range(dst, src, n, flit::persisted);
+    }
+  }
+  // Write-back of what the engine stored at [p, p + n); manual mode only.
+  static void flush(const void* p, std::size_t n) {
+    if constexpr (Mode::explicit_flushes) Policy::flush_range(p, n);
+  }
+  template <class Word>
+  static void flush(const Word& w) {
+    flush(w.address(), sizeof(Word));
+  }
+  // Orders and completes this thread's write-backs; manual mode only.
+  static void fence() {
+    if constexpr (Mode::explicit_flushes) Policy::pfence();
+  }
+  // The end of an engine operation: whatever the mode left unfenced is fenced.
+  static void complete() { Policy::operation_completion(); }
+};
+
+}  // namespace internal
+}  // namespace flintkv

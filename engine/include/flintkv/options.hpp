@@ -1,0 +1,44 @@
+// Options for opening a database, reading and writing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace flintkv {
+
+class Snapshot;
+
+// Limits, enforced with Status::InvalidArgument.
+inline constexpr std::size_t kMaxKeySize = 4096;           // bytes; keys are never empty
+inline constexpr std::size_t kMaxValueSize = 1u << 20;     // bytes; values may be empty
+inline constexpr std::size_t kMinPoolSize = 8u << 20;      // bytes
+inline constexpr unsigned kMaxThreadSlots = 1024;
+
+struct Options {
+  // Create the pool file if it does not exist.
+  bool create_if_missing = false;
+  // Fail with InvalidArgument if the pool file already exists.
+  bool error_if_exists = false;
+  // Size of a pool created by this open (ignored when opening an existing pool).
+  std::size_t pool_size = std::size_t{1} << 30;
+  // Advertisement slots for flat combining: how many writers can be attaching at once.
+  // Any number of threads may write; a thread that finds every slot taken waits for one.
+  unsigned thread_slots = 64;
+};
+
+struct ReadOptions {
+  // Read as of this snapshot; nullptr reads the newest visible state (an iterator takes
+  // an implicit snapshot when it is created).
+  const Snapshot* snapshot = nullptr;
+  // Iterators only: keys below lower_bound (inclusive bound) or at or above upper_bound
+  // (exclusive bound) are not visited.
+  std::optional<std::string> lower_bound;
+  std::optional<std::string> upper_bound;
+};
+
+// Every completed write is durable; there is nothing to choose yet.
+struct WriteOptions {};
+
+}  // namespace flintkv
