@@ -26,7 +26,8 @@
 //  (1) Whoever writes an edge of a node (insert, flag, splice) first p-loads the edge
 //      through which it reached that node (`dependency`), so every node whose edges are
 //      written is durably reachable.
-//  (2) A completed find depends on the edge to the leaf it ended at.
+//  (2) A completed find depends on the edge to the leaf it ended at and on the edge to that
+//      leaf's parent (a new internal node's edges were written before its own link).
 //  (3) A key whose leaf edge is durably flagged is deleted: recovery completes every
 //      pending deletion (splices the flagged leaves out) and clears every tag, then
 //      reports the nodes it keeps. (NM's search still finds a flagged leaf until it is
@@ -104,7 +105,7 @@ class bst {
     for (;;) {
       seek(key, s);
       if (s.leaf->kv.key == key) {
-        persist_read<Mode, role::dependency>(*s.parent_field);  // the edge to the present key
+        depend_on_leaf(s);
         if (leaf != nullptr) {
           memory_.deallocate(leaf_ref.offset(), sizeof(node));
           memory_.deallocate(internal_ref.offset(), sizeof(node));
@@ -139,7 +140,7 @@ class bst {
       seek(key, s);
       if (victim.null()) {  // injection: flag the edge to the leaf
         if (s.leaf->kv.key != key) {
-          persist_read<Mode, role::dependency>(*s.parent_field);  // the edge proving absence
+          depend_on_leaf(s);
           return false;
         }
         if (s.into_parent != nullptr) persist_read<Mode, role::dependency>(*s.into_parent);
@@ -164,7 +165,7 @@ class bst {
     flit::completion_scope<policy> done;
     seek_record s;
     seek(key, s);
-    persist_read<Mode, role::dependency>(*s.parent_field);
+    depend_on_leaf(s);
     if (s.leaf->kv.key != key) return std::nullopt;
     return s.leaf->kv.value;
   }
@@ -317,6 +318,14 @@ class bst {
       persist_read<Mode, role::transition>(s.parent->child[0]);
       persist_read<Mode, role::transition>(s.parent->child[1]);
     }
+  }
+
+  // The outcome of a search (the key's leaf, or the leaf that proves it absent) depends on
+  // the two edges that lead to that leaf: the parent may be a new internal node whose edges
+  // were written when it was initialized, before the edge to it was durable.
+  static void depend_on_leaf(const seek_record& s) {
+    persist_read<Mode, role::dependency>(*s.into_parent);
+    persist_read<Mode, role::dependency>(*s.parent_field);
   }
 
   // Completes the deletion that flagged an edge of s.parent: tags the sibling edge and
