@@ -17,6 +17,7 @@
 #include <new>
 #include <optional>
 #include <random>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -29,9 +30,14 @@ namespace structures_test {
 template <class Config>
 class ModelTest : public ::testing::Test {
  protected:
-  using S = typename Config::template type<bump_memory>;
+  using S = typename Config::structure;
+  using memory = typename Config::memory;
 
-  void SetUp() override { on_.emplace(model_); }
+  void SetUp() override {
+    on_.emplace(model_);
+    memory_.emplace(unwrap(memory::create(region())));
+  }
+  std::span<std::byte> region() { return {model_.base(), model_.size()}; }
 
   // Random operations on keys [0, keys), each checked against std::map.
   void run_random(S& s, std::map<std::uint64_t, std::uint64_t>& ref, int ops, std::uint64_t keys,
@@ -65,12 +71,12 @@ class ModelTest : public ::testing::Test {
 
   pv::model model_{8 << 20};
   std::optional<pv::scoped_activation> on_;
-  bump_memory memory_{model_.base(), model_.size()};
+  std::optional<memory> memory_;
 };
 TYPED_TEST_SUITE_P(ModelTest);
 
 TYPED_TEST_P(ModelTest, MatchesStdMapUnderRandomOperations) {
-  auto s = create<typename TestFixture::S>(this->memory_, 16);
+  auto s = create<typename TestFixture::S>(*this->memory_, 16);
   std::map<std::uint64_t, std::uint64_t> ref;
   this->run_random(*s, ref, 3000, 150, 42);
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> expected(ref.begin(), ref.end());
@@ -79,7 +85,7 @@ TYPED_TEST_P(ModelTest, MatchesStdMapUnderRandomOperations) {
 }
 
 TYPED_TEST_P(ModelTest, IteratesInKeyOrderExceptTheHashTable) {
-  auto s = create<typename TestFixture::S>(this->memory_, 16);
+  auto s = create<typename TestFixture::S>(*this->memory_, 16);
   for (std::uint64_t k : {50u, 3u, 99u, 0u, 7u, 64u}) ASSERT_TRUE(s->insert(k, k + 1));
   ASSERT_TRUE(s->remove(7));
   auto c = contents(*s);
@@ -91,7 +97,7 @@ TYPED_TEST_P(ModelTest, IteratesInKeyOrderExceptTheHashTable) {
 
 TYPED_TEST_P(ModelTest, ExtremeKeysAndRepeatedOperations) {
   using S = typename TestFixture::S;
-  auto s = create<S>(this->memory_, 16);
+  auto s = create<S>(*this->memory_, 16);
   std::uint64_t top = ~std::uint64_t{0};
   if constexpr (requires { S::max_key; }) top = S::max_key;
   EXPECT_FALSE(s->remove(0));
@@ -111,19 +117,22 @@ TYPED_TEST_P(ModelTest, ExtremeKeysAndRepeatedOperations) {
 
 TYPED_TEST_P(ModelTest, RecoversTheSameContentsAfterACleanShutdown) {
   using S = typename TestFixture::S;
-  auto s = create<S>(this->memory_, 16);
+  auto s = create<S>(*this->memory_, 16);
+  this->memory_->set_root(s->root());
   std::map<std::uint64_t, std::uint64_t> ref;
   this->run_random(*s, ref, 1500, 100, 7);
-  const std::uint64_t root = s->root();
   s.reset();
+  this->memory_.reset();
   this->model_.persist_all();
   this->model_.load_image(this->model_.crash(pv::writeback::none));
+  this->memory_.emplace(unwrap(TestFixture::memory::open(this->region())));
   std::size_t live = 0;
-  auto r = recover<S>(this->memory_, root, [&](std::uint64_t offset, std::size_t bytes) {
-    EXPECT_GT(offset, 0u);
-    EXPECT_LE(offset + bytes, this->memory_.used()) << "a live node outside what was allocated";
+  auto mark = this->memory_->live_marker();
+  auto r = recover<S>(*this->memory_, this->memory_->root(), [&](std::uint64_t offset, std::size_t bytes) {
+    mark(offset, bytes);  // throws for an offset that is not an allocated block
     ++live;
   });
+  this->memory_->finish_recovery();
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> expected(ref.begin(), ref.end());
   EXPECT_EQ(this->sorted(*r), expected);
   EXPECT_GE(live, ref.size()) << "every key's node is reported live";
@@ -140,11 +149,13 @@ REGISTER_TYPED_TEST_SUITE_P(ModelTest, MatchesStdMapUnderRandomOperations, Itera
 template <class Config>
 class StressTest : public ::testing::Test {
  protected:
-  using S = typename Config::template type<bump_memory>;
+  using S = typename Config::structure;
+  using memory = typename Config::memory;
   static constexpr std::size_t region_bytes = 64 << 20;
 
   void SetUp() override {
     if (!flit_test::backend_runs_here<typename Config::policy>()) GTEST_SKIP() << "flush instruction not on this CPU";
+    memory_.emplace(unwrap(memory::create({region_.get(), region_bytes})));
   }
 
   struct aligned_delete {
@@ -152,7 +163,7 @@ class StressTest : public ::testing::Test {
   };
   std::unique_ptr<std::byte[], aligned_delete> region_{
       static_cast<std::byte*>(::operator new[](region_bytes, std::align_val_t{64}))};
-  bump_memory memory_{region_.get(), region_bytes};
+  std::optional<memory> memory_;  // after region_: destroyed first
 };
 TYPED_TEST_SUITE_P(StressTest);
 
@@ -167,7 +178,7 @@ TYPED_TEST_P(StressTest, EachKeyEndsAsTheNetEffectOfItsSuccessfulUpdates) {
   const std::uint64_t stable_base = 1u << 20;  // keys inserted first and never removed
   constexpr std::uint64_t stable_keys = 64;
 
-  auto s = create<S>(this->memory_, 256);
+  auto s = create<S>(*this->memory_, 256);
   for (std::uint64_t k = 0; k < stable_keys; ++k) ASSERT_TRUE(s->insert(stable_base + k, value_of(stable_base + k)));
 
   std::vector<std::atomic<int>> net(keys);

@@ -4,11 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,53 +18,31 @@
 #include "structures/hash_table.hpp"
 #include "structures/memory.hpp"
 #include "structures/modes.hpp"
+#include "structures/pool_memory.hpp"
 #include "structures/skiplist.hpp"
 #include "support/policies.hpp"
 
 namespace structures_test {
 
-// Node memory for tests of the algorithms: a bump allocator over a byte range that never
-// reuses memory (retired and deallocated nodes stay allocated), so that what the tests
-// check does not depend on a reclamation scheme.
-class bump_memory {
- public:
-  bump_memory(std::byte* base, std::size_t bytes) : base_(base), bytes_(bytes) {}
+// The memory a configuration's nodes live in: a pool over a memory range.
+template <class Policy>
+using memory_for = structures::pool_memory<Policy>;
 
-  std::byte* base() const noexcept { return base_; }
-
-  std::uint64_t allocate(std::size_t n) {
-    const std::uint64_t align = std::max<std::uint64_t>(8, std::min<std::uint64_t>(64, std::bit_ceil(n)));
-    std::uint64_t at = next_.load(std::memory_order_relaxed);
-    std::uint64_t start;
-    do {
-      start = (at + align - 1) & ~(align - 1);
-      if (start + n > bytes_) return 0;
-    } while (!next_.compare_exchange_weak(at, start + n, std::memory_order_relaxed));
-    return start;
-  }
-  void deallocate(std::uint64_t, std::size_t) noexcept {}
-  void retire(std::uint64_t, std::size_t) noexcept { retired_.fetch_add(1, std::memory_order_relaxed); }
-  struct guard {};
-  guard pin() noexcept { return {}; }
-
-  std::uint64_t used() const noexcept { return next_.load(std::memory_order_relaxed); }
-  std::uint64_t retired() const noexcept { return retired_.load(std::memory_order_relaxed); }
-
- private:
-  std::byte* base_;
-  std::size_t bytes_;
-  std::atomic<std::uint64_t> next_{64};  // offset 0 is the null ref
-  std::atomic<std::uint64_t> retired_{0};
-};
-static_assert(structures::node_memory<bump_memory>);
+// A pool over `region`; fails the test (by exception) if the pool cannot be made or opened.
+template <class Memory>
+Memory unwrap(alloc::result<Memory> r) {
+  if (!r) throw std::runtime_error(r.error().to_string());
+  return std::move(*r);
+}
 
 // One structure in one mode with one policy.
 template <template <class, class, class> class Structure, class Mode, class Policy>
 struct config {
-  template <class Memory>
-  using type = Structure<Mode, Policy, Memory>;
   using mode = Mode;
   using policy = Policy;
+  // The memory, on the policy the structure actually runs on (original: nonpersistent).
+  using memory = memory_for<typename Mode::template policy_for<Policy>>;
+  using structure = Structure<Mode, Policy, memory>;
   static std::string name() {
     return std::string(Mode::name) + "_" + std::string(Policy::placement::name);
   }
