@@ -4,7 +4,7 @@
 //    clean shutdown and restart that recovers the same contents.
 //  - StressTest: real threads on real flush instructions, then final-state checks: each
 //    key's presence is the net effect of the successful inserts and removes of it, no key
-//    twice, order and shape invariants (TEST_validate), values as written.
+//    twice, order and shape invariants (TEST_Validate), values as written.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -81,7 +81,7 @@ TYPED_TEST_P(ModelTest, MatchesStdMapUnderRandomOperations) {
   this->run_random(*s, ref, 3000, 150, 42);
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> expected(ref.begin(), ref.end());
   EXPECT_EQ(this->sorted(*s), expected);
-  EXPECT_EQ(s->TEST_validate(), std::nullopt);
+  EXPECT_EQ(s->TEST_Validate(), std::nullopt);
 }
 
 TYPED_TEST_P(ModelTest, IteratesInKeyOrderExceptTheHashTable) {
@@ -112,7 +112,7 @@ TYPED_TEST_P(ModelTest, ExtremeKeysAndRepeatedOperations) {
   EXPECT_TRUE(s->contains(top));
   EXPECT_TRUE(s->insert(0, 4)) << "a removed key can come back";
   EXPECT_EQ(s->find(0), std::optional<std::uint64_t>(4));
-  EXPECT_EQ(s->TEST_validate(), std::nullopt);
+  EXPECT_EQ(s->TEST_Validate(), std::nullopt);
 }
 
 TYPED_TEST_P(ModelTest, RecoversTheSameContentsAfterACleanShutdown) {
@@ -136,13 +136,33 @@ TYPED_TEST_P(ModelTest, RecoversTheSameContentsAfterACleanShutdown) {
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> expected(ref.begin(), ref.end());
   EXPECT_EQ(this->sorted(*r), expected);
   EXPECT_GE(live, ref.size()) << "every key's node is reported live";
-  EXPECT_EQ(r->TEST_validate(), std::nullopt);
+  EXPECT_EQ(r->TEST_Validate(), std::nullopt);
   this->run_random(*r, ref, 500, 100, 8);  // and it keeps working
-  EXPECT_EQ(r->TEST_validate(), std::nullopt);
+  EXPECT_EQ(r->TEST_Validate(), std::nullopt);
+}
+
+TYPED_TEST_P(ModelTest, InsertIntoAFullPoolThrowsAndChangesNothing) {
+  using S = typename TestFixture::S;
+  this->memory_.reset();
+  // A pool of four 64 KiB chunks: one per node size the structure uses, then full.
+  this->memory_.emplace(unwrap(TestFixture::memory::create({this->model_.base(), 320 << 10})));
+  auto s = create<S>(*this->memory_, 16);
+  std::uint64_t key = 0;
+  try {
+    for (; key < 100000; ++key) ASSERT_TRUE(s->insert(key, key + 1));
+    FAIL() << "100000 keys fit in a pool of 320 KiB";
+  } catch (const structures::out_of_space&) {
+  }
+  EXPECT_GT(key, 100u);
+  EXPECT_FALSE(s->contains(key)) << "the insert that found the pool full left no trace";
+  EXPECT_EQ(contents(*s).size(), key);
+  for (std::uint64_t k = 0; k < key; ++k) ASSERT_EQ(s->find(k), std::optional(k + 1)) << k;
+  EXPECT_EQ(s->TEST_Validate(), std::nullopt);
 }
 
 REGISTER_TYPED_TEST_SUITE_P(ModelTest, MatchesStdMapUnderRandomOperations, IteratesInKeyOrderExceptTheHashTable,
-                            ExtremeKeysAndRepeatedOperations, RecoversTheSameContentsAfterACleanShutdown);
+                            ExtremeKeysAndRepeatedOperations, RecoversTheSameContentsAfterACleanShutdown,
+                            InsertIntoAFullPoolThrowsAndChangesNothing);
 
 // ---- stress tests -------------------------------------------------------------------------
 
@@ -220,7 +240,7 @@ TYPED_TEST_P(StressTest, EachKeyEndsAsTheNetEffectOfItsSuccessfulUpdates) {
   auto c = contents(*s);
   EXPECT_EQ(c.size(), present + stable_keys) << "no key twice, none lost";
   for (auto [k, v] : c) EXPECT_EQ(v, value_of(k));
-  EXPECT_EQ(s->TEST_validate(), std::nullopt);
+  EXPECT_EQ(s->TEST_Validate(), std::nullopt);
 }
 
 REGISTER_TYPED_TEST_SUITE_P(StressTest, EachKeyEndsAsTheNetEffectOfItsSuccessfulUpdates);

@@ -13,7 +13,7 @@
 // edge help. Keys must be at most max_key: the three largest values are the sentinels.
 //
 // Thread safety: insert, remove, find, contains from any threads concurrently. recover,
-// for_each and TEST_validate require that no operation runs.
+// for_each and TEST_Validate require that no operation runs.
 // Invariants:
 //  (1) An internal node has two children; a leaf none. Keys left of an internal node are
 //      below its key, keys right of it at or above.
@@ -114,9 +114,14 @@ class bst {
       }
       if (leaf == nullptr) {
         std::tie(leaf_ref, leaf) = detail::create_node<node>(memory_, sizeof(node));
+        try {
+          std::tie(internal_ref, internal) = detail::create_node<node>(memory_, sizeof(node));
+        } catch (const out_of_space&) {
+          memory_.deallocate(leaf_ref.offset(), sizeof(node));
+          throw;
+        }
         init_node(leaf, key, value, {}, {});
         detail::finish_init<Mode, policy>(leaf, sizeof(node));
-        std::tie(internal_ref, internal) = detail::create_node<node>(memory_, sizeof(node));
       }
       // The new internal node routes between the new leaf and the one it replaces.
       const bool new_left = key < s.leaf->kv.key;
@@ -193,7 +198,7 @@ class bst {
 
   // The first broken invariant (routing order, duplicate keys, a flagged or tagged edge, a
   // lost sentinel), if any. REQUIRES: no operation runs.
-  std::optional<std::string> TEST_validate() const {
+  std::optional<std::string> TEST_Validate() const {
     if (root_node_->kv.key != inf2 || s_node_->kv.key != inf1) return std::string("R or S lost its key");
     struct frame {
       node_ref edge;

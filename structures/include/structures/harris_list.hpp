@@ -12,7 +12,7 @@
 //     /* offset..offset+bytes is a live node: tell the allocator */ });
 //
 // Thread safety: insert, remove, find, contains from any threads concurrently. recover,
-// for_each and TEST_validate require that no operation runs.
+// for_each and TEST_Validate require that no operation runs.
 // Invariants: those of detail::harris_chain (keys strictly increase; a marked node's next
 // never changes; a node is retired once, by its unlinker).
 // Persistence:
@@ -97,7 +97,7 @@ class harris_list {
 
   // The first broken invariant (order, a deleted node still linked), if any.
   // REQUIRES: no operation runs.
-  std::optional<std::string> TEST_validate() const { return chain_.validate(block_->head); }
+  std::optional<std::string> TEST_Validate() const { return chain_.validate(block_->head); }
 
  private:
   using chain = detail::harris_chain<Mode, policy, Memory>;

@@ -7,7 +7,7 @@
 //   auto r = decltype(t)::recover(memory, t.root(), live);
 //
 // Thread safety: insert, remove, find, contains from any threads concurrently. recover,
-// for_each and TEST_validate require that no operation runs.
+// for_each and TEST_Validate require that no operation runs.
 // Invariants:
 //  (1) A key lives in the bucket bucket_of(key) only; each bucket is a harris_chain (keys
 //      strictly increase, deleted nodes are unlinked by their remover or a later search).
@@ -105,7 +105,7 @@ class hash_table {
 
   // The first broken invariant (order in a bucket, a deleted node still linked, a key in
   // the wrong bucket), if any. REQUIRES: no operation runs.
-  std::optional<std::string> TEST_validate() const {
+  std::optional<std::string> TEST_Validate() const {
     for (std::size_t i = 0; i < buckets_; ++i) {
       if (auto broken = chain_.validate(heads_[i])) return "bucket " + std::to_string(i) + ": " + *broken;
       std::optional<std::string> misplaced;

@@ -13,7 +13,7 @@
 // persist it as they persist everything in the critical part.
 //
 // Thread safety: insert, remove, find, contains from any threads concurrently. recover,
-// for_each and TEST_validate require that no operation runs.
+// for_each and TEST_Validate require that no operation runs.
 // Invariants:
 //  (1) Each level is sorted by key; a node linked at level l > 0 was linked at level 0
 //      first, and its height is greater than l.
@@ -213,7 +213,7 @@ class skiplist {
 
   // The first broken invariant (order at a level, a deleted node still linked, a node
   // missing from a level of its height), if any. REQUIRES: no operation runs.
-  std::optional<std::string> TEST_validate() const {
+  std::optional<std::string> TEST_Validate() const {
     std::vector<std::size_t> expected(max_height, 0);
     for (int l = 0; l < max_height; ++l) {
       bool first = true;
