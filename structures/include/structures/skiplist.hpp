@@ -28,7 +28,8 @@
 //  (1) Level 0 follows detail::harris_chain's rules: whoever writes a node's level-0 link
 //      first p-loads the link through which it reached that node at level 0, unless it
 //      reached the node from above: a node becomes visible at level 1 only through a shared
-//      store that fences its own level-0 link.
+//      store that fences its own level-0 link. An insert also p-loads the level-0 link it
+//      replaces, so that no link carries two unpersisted values (harris_chain (2)).
 //  (2) A node's key, value, height and level-0 link are durable before it is published; its
 //      higher links too when the mode persists `index`.
 //  (3) recover() drops deleted nodes, rebuilds every level above 0, clears flit metadata,
@@ -103,6 +104,7 @@ class skiplist {
         for (int l = 1; l < height; ++l) x->next()[l].store(r.succs[l], with<role::index>, flit::private_);
       }
       if (r.into_pred0 != nullptr) persist_read<Mode, role::dependency>(*r.into_pred0);
+      persist_read<Mode, role::dependency>(r.preds[0]->next()[0]);  // the link we replace
       node_ref expected = r.succs[0];
       if (r.preds[0]->next()[0].compare_exchange(expected, fresh, with<role::publish>)) break;
     }

@@ -18,11 +18,14 @@
 //      link through which it reached that node, so every node whose next is written is
 //      durably reachable: durable links lead from the head to it, possibly through marked
 //      nodes, which recovery removes.
-//  (2) A completed find depends on the link into the node it stopped at (`dependency`), and
+//  (2) An insert p-loads the link it replaces before its CAS, so that no link ever carries
+//      two unpersisted values: the node the older one reached (an insert still in flight)
+//      stays durably reachable through the newer one (whose node points to it) or itself.
+//  (3) A completed find depends on the link into the node it stopped at (`dependency`), and
 //      on that node's mark when the mark made the key absent.
-//  (3) The unlink is a p-CAS in every persistent mode: the node is retired afterwards, and
+//  (4) The unlink is a p-CAS in every persistent mode: the node is retired afterwards, and
 //      the durable image must not lead into memory that is reused.
-//  (4) Recovery removes marked nodes, clears flit metadata, and reports every live node.
+//  (5) Recovery removes marked nodes, clears flit metadata, and reports every live node.
 #pragma once
 
 #include <cstddef>
@@ -71,6 +74,9 @@ class harris_chain {
         fresh_node->next.store(w.right, with<role::init>, flit::private_);
       }
       if (w.into_left != nullptr) persist_read<Mode, role::dependency>(*w.into_left);
+      // The link we replace may hold another insert's unpersisted value: persist it first,
+      // or a node that only that value reaches could be lost with ours still in flight.
+      persist_read<Mode, role::dependency>(*w.left_next);
       node_ref expected = w.right;
       if (w.left_next->compare_exchange(expected, fresh, with<role::publish>)) return true;
     }
