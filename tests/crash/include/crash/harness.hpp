@@ -28,8 +28,9 @@
 // they return. It models kv_subject, set_subject or map_subject below.
 //
 // Environment: CRASH_POINTS=n overrides `points` of every campaign; CRASH_SEED=s overrides
-// the workload seed; CRASH_REPLAY=event:writeback:seed checks that one image only and
-// prints the history and the recovered state.
+// the workload seed; CRASH_SEEDS=n runs each campaign over n workload seeds from there (the
+// long campaign) and adds the results up; CRASH_REPLAY=event:writeback:seed checks that one
+// image only and prints the history and the recovered state.
 //
 // Thread safety: run campaigns from one thread (they fork). The subject's operations are
 // called from config.work.threads() threads at once when that is more than one.
@@ -157,8 +158,9 @@ struct failure {
 };
 
 struct campaign_result {
-  std::uint64_t events = 0;        // persistence events of the counting run
-  std::size_t budget = 0;          // points asked for (config.points, or CRASH_POINTS)
+  std::uint64_t events = 0;        // persistence events of the counting run (summed over seeds)
+  std::size_t budget = 0;          // points asked for: config.points or CRASH_POINTS (summed
+                                   // over seeds)
   std::size_t points = 0;          // crash points run
   std::size_t points_past_end = 0; // multi-threaded points whose run ended before the event
   std::size_t images = 0;          // distinct images recovered and checked
