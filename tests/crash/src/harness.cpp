@@ -27,6 +27,19 @@
 // keeps forks cheap. ASAN_OPTIONS still overrides it. (Unused in builds without ASan.)
 extern "C" const char* __asan_default_options() { return "quarantine_size_mb=16"; }
 
+namespace crashtest {
+
+bool campaign_result::any_problem_contains(std::string_view text) const {
+  for (const failure& f : failures) {
+    for (const std::string& p : f.problems) {
+      if (p.find(text) != std::string::npos) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace crashtest
+
 namespace crashtest::detail {
 
 namespace {
@@ -170,7 +183,7 @@ struct image_result {
 
 // ---- processes ---------------------------------------------------------------------------
 
-// Ends this process after `limit` of wall time with SIGALRM.
+// Ends this process after `limit` of wall time with SIGALRM (0: no limit).
 void limit_time(std::chrono::milliseconds limit) {
   std::signal(SIGALRM, SIG_DFL);
   itimerval t{};
@@ -340,6 +353,7 @@ class workload_child final : public child_context {
     ctl_->point = k;
     ctl_->reached = reached;
     char c = 'p';
+    limit_time(std::chrono::milliseconds(0));  // no time limit while the parent checks
     if (::send(channel_, &c, 1, MSG_NOSIGNAL) != 1) ::_exit(4);  // the parent is gone
     ssize_t n;
     while ((n = ::recv(channel_, &c, 1, 0)) < 0 && errno == EINTR) {

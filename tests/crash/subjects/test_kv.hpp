@@ -37,6 +37,7 @@
 
 #include "crash/harness.hpp"
 #include "flit/flit.hpp"
+#include "subjects/node_area.hpp"
 
 namespace crashtest::subjects {
 
@@ -56,18 +57,18 @@ class test_kv {
   static constexpr std::uint64_t max_version = std::numeric_limits<std::uint64_t>::max();
   static constexpr std::uint64_t tombstone = 1;
 
-  test_kv(pv::model& m, start how) : base_(m.base()), size_(m.size()) {
-    if (size_ < sizeof(root) + sizeof(node)) {
-      throw std::invalid_argument("test_kv: region of " + std::to_string(size_) +
+  test_kv(pv::model& m, start how) : nodes_(m.base(), m.size(), sizeof(root), "test_kv") {
+    if (m.size() < sizeof(root) + sizeof(node)) {
+      throw std::invalid_argument("test_kv: region of " + std::to_string(m.size()) +
                                   " bytes is too small");
     }
     cursor_ = sizeof(root);
     if (how == start::fresh) {
-      root_ = new (base_) root();
+      root_ = new (m.base()) root();
       root_->magic.w.store(magic);
       Policy::operation_completion();
     } else {
-      root_ = reinterpret_cast<root*>(base_);
+      root_ = reinterpret_cast<root*>(m.base());
       recover();
     }
   }
@@ -123,8 +124,8 @@ class test_kv {
     std::uint64_t prev_key = 0, prev_version = 0;
     std::size_t steps = 0;
     for (std::uint64_t off = root_->head.w.load(); off != 0; off = at(off)->next.load()) {
-      check_offset(off);
-      if (++steps > size_ / sizeof(node)) throw invariant_violation("test_kv: the list has a cycle");
+      nodes_.check(off);
+      if (++steps > nodes_.capacity()) throw invariant_violation("test_kv: the list has a cycle");
       const node* n = at(off);
       std::uint64_t k = n->key.load(), v = n->version.load();
       if (steps > 1 && (k < prev_key || (k == prev_key && v >= prev_version))) {
@@ -148,9 +149,7 @@ class test_kv {
 
  private:
   using word = flit::persist<std::uint64_t, Policy>;
-  struct alignas(pv::cache_line) line {
-    word w;
-  };
+  using line = line_word<Policy>;
   struct root {
     line magic, head, commit_version, batch_mode;
   };
@@ -158,18 +157,11 @@ class test_kv {
     word next, version, key, value, flags;
   };
 
-  node* at(std::uint64_t off) const { return reinterpret_cast<node*>(base_ + off); }
-
-  void check_offset(std::uint64_t off) const {
-    if (off < sizeof(root) || off > size_ - sizeof(node) || off % alignof(node) != 0) {
-      throw invariant_violation("test_kv: a link points to offset " + std::to_string(off) +
-                                ", outside the node area");
-    }
-  }
+  node* at(std::uint64_t off) const { return nodes_.at(off); }
 
   std::uint64_t allocate() {
     std::uint64_t off = cursor_;
-    if (off + sizeof(node) > size_) throw std::length_error("test_kv: region full");
+    if (off + sizeof(node) > nodes_.size()) throw std::length_error("test_kv: region full");
     cursor_ += sizeof(node);
     return off;
   }
@@ -244,8 +236,8 @@ class test_kv {
     std::size_t steps = 0;
     word* link = &root_->head.w;
     for (std::uint64_t off = link->load(); off != 0; off = link->load()) {
-      check_offset(off);
-      if (++steps > size_ / sizeof(node)) throw invariant_violation("test_kv: the list has a cycle");
+      nodes_.check(off);
+      if (++steps > nodes_.capacity()) throw invariant_violation("test_kv: the list has a cycle");
       node* n = at(off);
       for (word* w : {&n->next, &n->version, &n->key, &n->value, &n->flags}) w->reset_metadata();
       std::uint64_t v = n->version.load();
@@ -263,8 +255,7 @@ class test_kv {
     next_version_ = newest + 1;
   }
 
-  std::byte* base_;
-  std::size_t size_;
+  node_area<node> nodes_;
   root* root_ = nullptr;
   std::size_t cursor_;                 // bump allocation; written under writers_
   std::mutex writers_;

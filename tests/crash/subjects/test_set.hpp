@@ -22,6 +22,7 @@
 
 #include "crash/harness.hpp"
 #include "flit/flit.hpp"
+#include "subjects/node_area.hpp"
 
 namespace crashtest::subjects {
 
@@ -33,22 +34,22 @@ class test_set {
   static constexpr bool ordered = true;
   static constexpr std::uint64_t magic = 0x7465737473657431ULL;  // "testset1"
 
-  test_set(pv::model& m, start how) : base_(m.base()), size_(m.size()) {
+  test_set(pv::model& m, start how) : nodes_(m.base(), m.size(), sizeof(root), "test_set") {
     cursor_ = sizeof(root);
     if (how == start::fresh) {
-      root_ = new (base_) root();
+      root_ = new (m.base()) root();
       root_->magic.w.store(magic);
       Policy::operation_completion();
       return;
     }
-    root_ = reinterpret_cast<root*>(base_);
+    root_ = reinterpret_cast<root*>(m.base());
     root_->magic.w.reset_metadata();
     root_->head.w.reset_metadata();
     if (root_->magic.w.load() != magic) throw std::runtime_error("test_set: bad magic");
     std::size_t steps = 0;
     for (std::uint64_t off = root_->head.w.load(); off != 0; off = at(off)->next.load()) {
-      check_offset(off);
-      if (++steps > size_ / sizeof(node)) throw invariant_violation("test_set: the list has a cycle");
+      nodes_.check(off);
+      if (++steps > nodes_.capacity()) throw invariant_violation("test_set: the list has a cycle");
       at(off)->next.reset_metadata();
       at(off)->key.reset_metadata();
       cursor_ = std::max<std::size_t>(cursor_, off + sizeof(node));
@@ -61,7 +62,7 @@ class test_set {
     auto [link, off] = locate(key);
     bool fresh = off == 0 || at(off)->key.load(flit::volatile_) != key;
     if (fresh) {
-      if (cursor_ + sizeof(node) > size_) throw std::length_error("test_set: region full");
+      if (cursor_ + sizeof(node) > nodes_.size()) throw std::length_error("test_set: region full");
       std::uint64_t n = cursor_;
       cursor_ += sizeof(node);
       at(n)->key.store(key, flit::volatile_, flit::private_);
@@ -94,8 +95,8 @@ class test_set {
   std::vector<std::uint64_t> state() const {
     std::vector<std::uint64_t> keys;
     for (std::uint64_t off = root_->head.w.load(); off != 0; off = at(off)->next.load()) {
-      check_offset(off);
-      if (keys.size() > size_ / sizeof(node)) {
+      nodes_.check(off);
+      if (keys.size() > nodes_.capacity()) {
         throw invariant_violation("test_set: the list has a cycle");
       }
       keys.push_back(at(off)->key.load());
@@ -105,24 +106,14 @@ class test_set {
 
  private:
   using word = flit::persist<std::uint64_t, Policy>;
-  struct alignas(pv::cache_line) line {
-    word w;
-  };
   struct root {
-    line magic, head;
+    line_word<Policy> magic, head;
   };
   struct alignas(pv::cache_line) node {
     word next, key;
   };
 
-  node* at(std::uint64_t off) const { return reinterpret_cast<node*>(base_ + off); }
-
-  void check_offset(std::uint64_t off) const {
-    if (off < sizeof(root) || off > size_ - sizeof(node) || off % alignof(node) != 0) {
-      throw invariant_violation("test_set: a link points to offset " + std::to_string(off) +
-                                ", outside the node area");
-    }
-  }
+  node* at(std::uint64_t off) const { return nodes_.at(off); }
 
   // The link to the first node with key >= `key`, and that node's offset.
   std::pair<word*, std::uint64_t> locate(std::uint64_t key) {
@@ -135,8 +126,7 @@ class test_set {
     return {link, off};
   }
 
-  std::byte* base_;
-  std::size_t size_;
+  node_area<node> nodes_;
   root* root_ = nullptr;
   std::size_t cursor_;  // written under mutex_
   std::mutex mutex_;

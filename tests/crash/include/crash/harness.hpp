@@ -8,13 +8,16 @@
 //     events (pwb and pfence) it issues after the structure was created.
 //  2. Crash points are chosen: every event and the end of the run when there are at most
 //     `points` of them, otherwise a seeded sample of `points` (the end always among them).
-//  3. For each point a new child runs the workload again; the model's event hook stops it
-//     at that event (before the event takes effect), takes the durable images (write-back
-//     none, all, and `random_images` seeded random subsets per cache line) into shared
-//     memory, and exits. Each thread logs into shared memory, before and after each
-//     operation, that it was invoked and what it returned.
-//  4. For each distinct image, another child (with a time limit) loads it into a model,
-//     runs the structure's recovery and reads its state, twice (the states must agree), then
+//  3. The workload runs again and is stopped at each point, at the event (before it takes
+//     effect): the durable images are taken (write-back none, all, and `random_images`
+//     seeded random subsets per cache line) into shared memory. Single-threaded runs are
+//     deterministic, so one run stops at every point in turn and waits while the parent
+//     checks; multi-threaded runs fork a new child per point, which exits at its point.
+//     Each thread logs into shared memory, before and after each operation, that it was
+//     invoked and what it returned.
+//  4. For each distinct image, a child (with a time limit per image; one child for all the
+//     images of a point unless one kills it) loads it into a model, runs the structure's
+//     recovery and reads its state, twice (the states must agree), then
 //     crashes right after recovery with no pending write-back, recovers that image and
 //     must read the same state again. A signal, an exception or the time limit is a failure
 //     of that image.
@@ -46,6 +49,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -169,6 +173,9 @@ struct campaign_result {
   std::vector<failure> failures;   // the first ones, in full
   // "crash: <subject> <config>: N points, M images, F failed (...)"
   std::string summary;
+
+  // Whether a problem of a recorded failure contains `text`.
+  bool any_problem_contains(std::string_view text) const;
 };
 
 namespace detail {
