@@ -395,6 +395,9 @@ class campaign {
     if (auto points = env_number("CRASH_POINTS")) config_.points = *points;
     replay_ = env_replay();
     if (config_.points == 0) throw std::invalid_argument("crash harness: points must be > 0");
+    if (config_.work.threads() == 0) {
+      throw std::invalid_argument("crash harness: the workload has no thread");
+    }
     work_ = make_workload(config_.work, family, config_.workload_seed);
     region_ = (config_.region_bytes + pv::cache_line - 1) / pv::cache_line * pv::cache_line;
     max_ops_ = std::max<std::size_t>(config_.work.max_ops(), 1);
