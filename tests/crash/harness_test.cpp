@@ -121,6 +121,43 @@ TEST(HarnessTest, LargerRunsAreSampled) {
   EXPECT_EQ(r.points, c.points);
 }
 
+// A map (insert-if-absent) made of the test store, single-threaded only: shows that map
+// subjects plug in and that their values are checked.
+class test_map {
+ public:
+  static constexpr bool ordered = true;
+  test_map(pv::model& m, start how) : kv_(m, how) {}
+  bool insert(std::uint64_t key, std::uint64_t value) {
+    if (kv_.get(key).found) return false;
+    kv_.put(key, value);
+    return true;
+  }
+  bool remove(std::uint64_t key) {
+    if (!kv_.get(key).found) return false;
+    kv_.del(key);
+    return true;
+  }
+  std::optional<std::uint64_t> get(std::uint64_t key) {
+    kv_read r = kv_.get(key);
+    return r.found ? std::optional<std::uint64_t>(r.value) : std::nullopt;
+  }
+  std::vector<kv_entry> state() const { return kv_.state(); }
+
+ private:
+  subjects::test_kv<policy> kv_;
+};
+static_assert(map_subject<test_map>);
+
+TEST(HarnessTest, MapSubjectsPlugIn) {
+  campaign_config c = small("map");
+  c.subject = "test_map";
+  c.work.ops_per_writer = 40;
+  c.points = 60;
+  auto r = run_set_campaign<test_map>(c);
+  EXPECT_EQ(r.failed, 0u) << r.summary;
+  EXPECT_EQ(r.points, c.points);
+}
+
 // Sets an environment variable for the scope of the object.
 class scoped_env {
  public:

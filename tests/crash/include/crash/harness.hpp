@@ -39,6 +39,7 @@
 // called from config.work.threads() threads at once when that is more than one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
@@ -208,21 +209,29 @@ campaign_result run_campaign(const campaign_config& config, workload_family fami
 // to the model's locking for every access they are noise).
 template <class Perform>
 void run_threads(child_context& ctx, const workload& w, Perform perform) {
+  const bool several = w.threads.size() > 1;
   auto one = [&](unsigned t) {
     for (std::size_t i = 0; i < w.threads[t].size(); ++i) {
       ctx.invoked(t, i);
       op_outcome out;
       perform(w.threads[t][i], out);
       ctx.completed(t, i, out);
+      // Operations are short: without this, one thread often runs its whole list within
+      // one time slice, and the threads never interleave.
+      if (several) std::this_thread::yield();
     }
   };
   if (w.threads.size() == 1) {
     one(0);
     return;
   }
+  // All threads start together: the first one created must not run its whole list alone.
+  std::atomic<std::size_t> ready{0};
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < w.threads.size(); ++t) {
     pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < w.threads.size()) std::this_thread::yield();
       try {
         one(t);
       } catch (const std::exception& e) {
