@@ -1,16 +1,17 @@
 // The FliT paper's evaluation (section 6) on this machine: each structure in each durability
 // mode under each counter placement, side by side, enumerated at compile time with Hana.
 //
-// Benchmark names: <structure>/<mode>/<placement>/keys:<K>/updates:<U>/threads:<T>/real_time
+// Benchmark names: <structure>/<mode>/<placement>/keys:<K>/updates:<U>/real_time/threads:<T>
 //   structure  list, hash_table, bst, skiplist
-//   mode       original (plain atomics), automatic, traversal, manual
+//   mode       original (plain atomics; placement "atomic"), automatic, traversal, manual
 //   placement  hashed (1 MiB table), adjacent, link_and_persist, plain, nonpersistent
 //   K          the key range; the structure is prefilled with K/2 distinct random keys
 //   U          percent of operations that are updates (half inserts, half removes; the rest
 //              are finds), keys uniform in [0, K)
-// Counters: Mops (million operations per second, all threads together; shown as N/s), pwb/op, pfence/op, and vs_original: this
-// throughput over the `original` mode's for the same structure, keys, updates and threads
-// measured earlier in the same run (0 when that point was filtered out).
+// Counters: Mops (million operations per second, all threads together; the console shows
+// it as N/s), pwb/op, pfence/op, and vs_original: this throughput over the `original`
+// mode's for the same structure and point, measured earlier in the same run (absent when
+// that point was filtered out).
 //
 // Nodes live in a pool over an anonymous DRAM mapping (the emulated NVM), allocated by the
 // persistent allocator and reclaimed through the epoch domain, as in a real deployment;

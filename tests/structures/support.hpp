@@ -74,21 +74,25 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> contents(const S& s) {
 
 using test_hashed = flit_test::test_hashed;
 
-// Each persistent mode under each persistent placement, plus `original`.
-template <template <class, class, class> class S, template <class> class On>
-using configs = ::testing::Types<
-    config<S, structures::original, On<test_hashed>>,
-    config<S, structures::automatic, On<test_hashed>>, config<S, structures::automatic, On<flit::adjacent>>,
-    config<S, structures::automatic, On<flit::plain>>, config<S, structures::automatic, On<flit::link_and_persist>>,
-    config<S, structures::traversal, On<test_hashed>>, config<S, structures::traversal, On<flit::adjacent>>,
-    config<S, structures::traversal, On<flit::plain>>, config<S, structures::traversal, On<flit::link_and_persist>>,
-    config<S, structures::manual, On<test_hashed>>, config<S, structures::manual, On<flit::adjacent>>,
-    config<S, structures::manual, On<flit::plain>>, config<S, structures::manual, On<flit::link_and_persist>>>;
 
+// The pv model's backend: observed by the model when one is active (model and crash
+// tests), plain atomics and counters otherwise (stress tests).
 template <class Placement>
 using on_model = flit::policy<Placement, pv::model_backend>;
-template <class Placement>
-using on_hardware = flit::policy<Placement, flit::detected>;
+
+template <template <class, class, class> class S, class Mode, class Placement>
+using on = config<S, Mode, on_model<Placement>>;
+
+// Each persistent mode under each persistent placement, plus `original`.
+template <template <class, class, class> class S>
+using all_configs = ::testing::Types<
+    on<S, structures::original, test_hashed>,
+    on<S, structures::automatic, test_hashed>, on<S, structures::automatic, flit::adjacent>,
+    on<S, structures::automatic, flit::plain>, on<S, structures::automatic, flit::link_and_persist>,
+    on<S, structures::traversal, test_hashed>, on<S, structures::traversal, flit::adjacent>,
+    on<S, structures::traversal, flit::plain>, on<S, structures::traversal, flit::link_and_persist>,
+    on<S, structures::manual, test_hashed>, on<S, structures::manual, flit::adjacent>,
+    on<S, structures::manual, flit::plain>, on<S, structures::manual, flit::link_and_persist>>;
 
 // Test names: "<mode>_<placement>".
 struct config_names {
