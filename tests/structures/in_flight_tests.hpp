@@ -13,9 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+#include <latch>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -23,25 +22,6 @@
 #include "support.hpp"
 
 namespace structures_test {
-
-// A one-shot gate between threads.
-class gate {
- public:
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
 
 template <class Config>
 class InFlightTest : public ::testing::Test {
@@ -77,7 +57,7 @@ void completed_insert_on_top_of_two_in_flight_survives(Fixture& f) {
   constexpr std::uint64_t low_bits = structures::node_ref::low_bits;
   std::atomic<std::thread::id> d_id{}, a_id{};
   std::atomic<std::uint64_t> d_value{0};
-  gate d_held, a_held, release;
+  std::latch d_held(1), a_held(1), release(1);
   f.model_.set_event_hook([&](pv::event_kind kind, std::uint64_t) {
     if (kind != pv::event_kind::pwb) return;
     const std::uint64_t now = head->load() & ~low_bits;
@@ -85,11 +65,11 @@ void completed_insert_on_top_of_two_in_flight_survives(Fixture& f) {
     if (me == d_id.load() && now != 0) {
       d_id.store(std::thread::id{});
       d_value.store(now);
-      d_held.open();
+      d_held.count_down();
       release.wait();
     } else if (me == a_id.load() && now != 0 && now != d_value.load()) {
       a_id.store(std::thread::id{});
-      a_held.open();
+      a_held.count_down();
       release.wait();
     }
   });
@@ -105,7 +85,7 @@ void completed_insert_on_top_of_two_in_flight_survives(Fixture& f) {
   a_held.wait();
   ASSERT_TRUE(s->insert(25, 250));  // E: completes
   const std::vector<std::byte> image = f.model_.crash(pv::writeback::none);
-  release.open();
+  release.count_down();
   d.join();
   a.join();
   f.model_.set_event_hook(nullptr);
