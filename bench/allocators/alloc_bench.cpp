@@ -1,6 +1,6 @@
 // Allocation and free throughput: the persistent allocator (on a pool in /dev/shm), the DRAM
-// node allocator, and malloc, one and two threads, several sizes; and the cost of an epoch
-// pin. Each iteration frees the oldest of the thread's last 512 blocks and allocates a new
+// node allocator, and malloc, one and two threads, several sizes; the cost of an epoch pin;
+// and the allocator's part of recovery (mark_live of a million blocks, finish_recovery). Each iteration frees the oldest of the thread's last 512 blocks and allocates a new
 // one, so caches turn over as in a structure that keeps a working set (items/s counts
 // allocate+free pairs).
 //
@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "allocators/allocators.hpp"
 
@@ -30,9 +31,11 @@ struct bench_pool {
   std::optional<alloc::pool> pool;
   std::optional<alloc::persistent_allocator<policy>> heap;
 
-  bench_pool() : file("/dev/shm/flint-alloc-bench-" + std::to_string(::getpid()) + ".pool") {
+  explicit bench_pool(const std::string& name, std::uint64_t bytes = pool_bytes)
+      : file("/dev/shm/flint-alloc-bench-" + name + "-" + std::to_string(::getpid()) +
+             ".pool") {
     std::filesystem::remove(file);
-    auto p = alloc::pool::create<policy>(file, pool_bytes,
+    auto p = alloc::pool::create<policy>(file, bytes,
                                          {"alloc-bench", alloc::layout_fingerprint<policy>()});
     if (!p) {
       std::fprintf(stderr, "%s\n", p.error().to_string().c_str());
@@ -50,7 +53,7 @@ struct bench_pool {
 };
 
 bench_pool& the_pool() {
-  static bench_pool p;
+  static bench_pool p("throughput");
   return p;
 }
 
@@ -117,6 +120,26 @@ void epoch_pin(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Recovery of a pool holding a million 128-byte blocks: a fresh allocator, mark_live of
+// every block (as a user's walk would), finish_recovery. One iteration is one recovery.
+void recovery(benchmark::State& state) {
+  constexpr std::size_t blocks = 1'000'000;
+  bench_pool p("recovery", std::uint64_t{192} << 20);
+  std::vector<alloc::pptr<>> live;
+  live.reserve(blocks);
+  for (std::size_t i = 0; i < blocks; ++i) live.push_back(*p.heap->allocate(128));
+  p.heap.reset();
+  for (auto _ : state) {
+    alloc::persistent_allocator<policy> heap(*p.pool);
+    for (alloc::pptr<> b : live) {
+      if (!heap.mark_live(b)) state.SkipWithError("mark_live refused a block");
+    }
+    if (!heap.finish_recovery()) state.SkipWithError("finish_recovery failed");
+    benchmark::DoNotOptimize(heap.stats().in_use_bytes);
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(blocks));
+}
+
 void sizes(benchmark::internal::Benchmark* b) {
   for (int bytes : {64, 256, 1024, 4096}) b->Arg(bytes);
   b->Threads(1)->Threads(2)->UseRealTime();
@@ -126,6 +149,7 @@ BENCHMARK(persistent)->Apply(sizes);
 BENCHMARK(node)->Apply(sizes);
 BENCHMARK(malloc_free)->Apply(sizes);
 BENCHMARK(epoch_pin)->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK(recovery)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

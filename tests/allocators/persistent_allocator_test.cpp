@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "support.hpp"
+#include "alloc_support.hpp"
 
 namespace {
 

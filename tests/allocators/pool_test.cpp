@@ -9,7 +9,7 @@
 #include <random>
 
 #include "allocators/internal/pool_format.hpp"
-#include "support.hpp"
+#include "alloc_support.hpp"
 
 namespace {
 
