@@ -55,9 +55,8 @@ concept engine_storage = requires(S& s, const S& cs, std::size_t n, node_offset 
   s.free(off);
   { cs.pointer(off) } -> std::same_as<void*>;
   { cs.contains(off, n) } -> std::same_as<bool>;
-  s.begin_recovery();
   s.mark_live(off);
-  s.finish_recovery();
+  { s.finish_recovery() } -> std::same_as<Status>;
   { s.dram_allocate(n) } -> std::same_as<void*>;
   s.dram_free(p, n);
   { cs.granularity() } -> std::convertible_to<std::string>;
@@ -98,7 +97,7 @@ class engine final : public DB {
 
   ~engine() override {
     // Every version is durable already; only DRAM is released here.
-    inode* n = index_->head();
+    inode* n = index_ ? index_->head() : nullptr;  // none if recovery failed
     while (n != nullptr) {
       inode* next = n->load_next(0);
       storage_->dram_free(n, n->size());
@@ -190,6 +189,33 @@ class engine final : public DB {
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
 
+  // Test hook: the newest visible version of `key` (nullopt if none or deleted), with its
+  // version number, read as Get reads it.
+  std::optional<std::pair<std::string, std::uint64_t>> TEST_read(std::string_view key) const {
+    inode* n = index_->seek(key, visible_version_.load(std::memory_order_acquire));
+    if (n == nullptr || n->key() != key || n->tombstone) return std::nullopt;
+    return std::pair{std::string(value_of(n)), n->version};
+  }
+
+  // Test hook: every live key with its newest visible value and version, in key order.
+  struct TEST_entry {
+    std::string key, value;
+    std::uint64_t version;
+  };
+  std::vector<TEST_entry> TEST_state() const {
+    std::vector<TEST_entry> out;
+    const std::uint64_t vv = visible_version_.load(std::memory_order_acquire);
+    std::string_view last_key;
+    bool have_key = false;
+    for (inode* n = index_->head()->load_next(0); n != nullptr; n = n->load_next(0)) {
+      if (n->version > vv || (have_key && n->key() == last_key)) continue;
+      last_key = n->key();
+      have_key = true;
+      if (!n->tombstone) out.push_back({std::string(n->key()), std::string(value_of(n)), n->version});
+    }
+    return out;
+  }
+
  private:
   // ---- types -----------------------------------------------------------------------------
 
@@ -237,14 +263,25 @@ class engine final : public DB {
       return Status::Corruption(storage_->path() + ": store format " + std::to_string(format) +
                                 ", this build reads format " + std::to_string(kFormat));
     }
-    storage_->begin_recovery();
     std::vector<inode*> kept;
-    std::uint64_t newest = 0;
+    walk_result found;
     if (format == kFormat) {
-      Status s = walk_and_repair(r, &kept, &newest);
-      if (!s.ok()) return s;
+      storage_->mark_live(io::get(r.head));
+      Status s = walk(r, *storage_, /*repair=*/true,
+                      [&](node_offset off, const node&, std::string_view key,
+                          std::uint64_t version, bool tombstone, std::size_t value_size) {
+                        storage_->mark_live(off);
+                        inode* in = make_index_node(key, off, tombstone, value_size);
+                        in->version = version;
+                        kept.push_back(in);
+                      },
+                      &found);
+      if (!s.ok()) {
+        for (inode* in : kept) storage_->dram_free(in, in->size());
+        return s;
+      }
     }
-    storage_->finish_recovery();
+    if (Status s = storage_->finish_recovery(); !s.ok()) return s;
     if (format == 0) {
       // A new pool (or one whose initialisation was interrupted: start it again).
       Status s = initialise(r);
@@ -253,20 +290,14 @@ class engine final : public DB {
     node_offset head = io::get(r.head);
     void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
     index_ = std::make_unique<skiplist>(head_memory, head.value);
-    std::uint64_t live = 0;
-    std::minstd_rand rng(0x5eed);
-    for (std::size_t i = 0; i < kept.size(); ++i) {
-      index_->append(kept[i]);
-      bool newest_of_key = i == 0 || kept[i - 1]->key() != kept[i]->key();
-      if (newest_of_key && !kept[i]->tombstone) ++live;
-    }
+    for (inode* in : kept) index_->append(in);
     index_->finish_build();
-    std::uint64_t commit = io::get(r.commit_version).bits;
-    visible_version_.store(std::max(newest, commit), std::memory_order_release);
-    next_version_ = std::max(newest, commit);
-    live_keys_.store(live, std::memory_order_relaxed);
-    versions_.store(kept.size(), std::memory_order_relaxed);
-    recovered_versions_ = kept.size();
+    std::uint64_t newest = std::max(found.newest_version, io::get(r.commit_version).bits);
+    visible_version_.store(newest, std::memory_order_release);
+    next_version_ = newest;
+    live_keys_.store(found.live_keys, std::memory_order_relaxed);
+    versions_.store(found.versions, std::memory_order_relaxed);
+    recovered_versions_ = found.versions;
     io::complete();
     recovery_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -274,7 +305,7 @@ class engine final : public DB {
   }
 
   Status initialise(root_t& r) {
-    node_offset head;
+    node_offset head{0};
     if (Status s = storage_->allocate(node::size_for(0, 0), &head); !s.ok()) return s;
     node* h = at(head);
     io::put(h->next, node_offset{0});
@@ -292,74 +323,99 @@ class engine final : public DB {
     return Status::OK();
   }
 
-  // Walks the persistent list: drops nodes of writes that did not complete (kMaxVersion, or
-  // above commit_version while batch_mode is set) by linking around them durably, validates
-  // every node before trusting it, marks kept nodes live and builds their index nodes in
-  // list order. Running it again on the same image gives the same result.
-  Status walk_and_repair(root_t& r, std::vector<inode*>* kept, std::uint64_t* newest) {
-    r.head.reset_metadata();
-    r.commit_version.reset_metadata();
-    r.batch_mode.reset_metadata();
+ public:
+  struct walk_result {
+    std::uint64_t versions = 0, keys = 0, live_keys = 0, uncommitted = 0, newest_version = 0;
+    bool batch_in_progress = false;
+  };
+
+  // Walks the persistent list from the root, validating every node before trusting it,
+  // and calls on_kept(offset, node, key, version, tombstone, value_size) for each node of a
+  // completed write, in list order (not for the head sentinel). Nodes of writes that did not complete (kMaxVersion, or
+  // above commit_version while batch_mode is set) are skipped; with `repair`, they are
+  // linked around durably and batch_mode is cleared, and placement metadata left in the
+  // image is reset. Running it again on the same image gives the same result. Without
+  // `repair` it changes nothing (DB::Check).
+  // View: pointer(offset), contains(offset, bytes), path().
+  template <class View, class OnKept>
+  static Status walk(root_t& r, const View& view, bool repair, OnKept&& on_kept,
+                     walk_result* out) {
+    auto bad = [&](std::string_view what, std::uint64_t offset, const std::string& why) {
+      return Status::Corruption(view.path() + ": " + std::string(what) + " at offset " +
+                                std::to_string(offset) + ": " + why);
+    };
+    if (repair) {
+      r.head.reset_metadata();
+      r.commit_version.reset_metadata();
+      r.batch_mode.reset_metadata();
+    }
     const std::uint64_t batch = io::get(r.batch_mode).bits;
     const std::uint64_t commit = io::get(r.commit_version).bits;
-    if (batch > 1) return corrupt("root", 0, "batch_mode " + std::to_string(batch));
+    if (batch > 1) return bad("root", 0, "batch_mode is " + std::to_string(batch));
+    out->batch_in_progress = batch == 1;
     node_offset head_off = io::get(r.head);
-    if (!storage_->contains(head_off, node::size_for(0, 0))) {
-      return corrupt("root", head_off.value, "head offset outside the pool");
+    if (!view.contains(head_off, node::size_for(0, 0))) {
+      return bad("root", head_off.value, "head offset outside the heap");
     }
+    auto at = [&](node_offset off) { return static_cast<node*>(view.pointer(off)); };
     node* prev = at(head_off);
-    prev->next.reset_metadata();
-    storage_->mark_live(head_off);
+    if (repair) prev->next.reset_metadata();
     std::uint64_t repaired = 0;
     std::string_view prev_key;
     std::uint64_t prev_version = 0;
-    bool have_prev = false;
     node_offset off = io::get(prev->next);
     while (off.value != 0) {
-      if (!storage_->contains(off, node::header_size())) {
-        return corrupt("node", off.value, "successor offset outside the pool");
+      if (off.value % 8 != 0 || !view.contains(off, node::header_size())) {
+        return bad("node", off.value, "successor offset outside the heap or misaligned");
       }
       node* n = at(off);
-      n->next.reset_metadata();
-      n->version.reset_metadata();
-      n->sizes.reset_metadata();
+      if (repair) {
+        n->next.reset_metadata();
+        n->version.reset_metadata();
+        n->sizes.reset_metadata();
+      }
       word63 sizes = io::get(n->sizes);
       std::size_t ks = key_size_of(sizes), vs = value_size_of(sizes);
       if (ks == 0 || ks > kMaxKeySize || vs > kMaxValueSize ||
-          (flags_of(sizes) & ~std::uint64_t{kTombstone}) != 0 ||
-          !storage_->contains(off, node::size_for(ks, vs))) {
-        return corrupt("node", off.value, "bad sizes word " + std::to_string(sizes.bits));
+          (flags_of(sizes) & ~std::uint64_t{kTombstone}) != 0 || (sizes.bits >> 56) != 0 ||
+          !view.contains(off, node::size_for(ks, vs))) {
+        return bad("node", off.value, "bad sizes word " + std::to_string(sizes.bits));
       }
       std::uint64_t version = io::get(n->version).bits;
       node_offset next = io::get(n->next);
-      bool drop = version == kMaxVersion || (batch == 1 && version > commit);
-      if (drop) {
-        io::put(prev->next, next);  // link around it
-        io::flush(prev->next);
-        ++repaired;
+      if (version == kMaxVersion || (batch == 1 && version > commit)) {
+        ++out->uncommitted;
+        if (repair) {
+          io::put(prev->next, next);  // link around it
+          io::flush(prev->next);
+          ++repaired;
+        }
         off = next;
         continue;
       }
       std::string_view key(n->body(), ks);
-      if (have_prev) {
+      bool tombstone = (flags_of(sizes) & kTombstone) != 0;
+      bool new_key = out->versions == 0 || key != prev_key;
+      if (out->versions > 0) {
         int c = compare_keys(prev_key, key);
         if (c > 0 || (c == 0 && prev_version <= version)) {
-          return corrupt("node", off.value, "list out of order");
+          return bad("node", off.value, "list out of order (a cycle or a misplaced node)");
         }
       }
-      storage_->mark_live(off);
-      inode* in = make_index_node(key, off, (flags_of(sizes) & kTombstone) != 0, vs);
-      in->version = version;
-      kept->push_back(in);
-      *newest = std::max(*newest, version);
+      if (new_key) {
+        ++out->keys;
+        if (!tombstone) ++out->live_keys;
+      }
+      ++out->versions;
+      out->newest_version = std::max(out->newest_version, version);
+      on_kept(off, *n, key, version, tombstone, vs);
       prev = n;
       prev_key = key;
       prev_version = version;
-      have_prev = true;
       off = next;
     }
     if (repaired > 0) io::fence();
-    if (batch == 1) {
+    if (repair && batch == 1) {
       io::put(r.batch_mode, word63{0});
       io::flush(r.batch_mode);
       io::fence();
@@ -367,11 +423,7 @@ class engine final : public DB {
     return Status::OK();
   }
 
-  Status corrupt(std::string_view what, std::uint64_t offset, const std::string& why) const {
-    return Status::Corruption(storage_->path() + ": " + std::string(what) + " at offset " +
-                              std::to_string(offset) + ": " + why);
-  }
-
+ private:
   // ---- the write path --------------------------------------------------------------------
 
   static Status check_key(std::string_view key) {

@@ -1,0 +1,11 @@
+// The allocators layer: a persistent pool on libpmem2, its crash-safe allocator, DRAM node
+// allocation and epoch-based reclamation. See docs/allocators.md.
+#pragma once
+
+#include "allocators/epoch.hpp"
+#include "allocators/error.hpp"
+#include "allocators/node_allocator.hpp"
+#include "allocators/persistent_allocator.hpp"
+#include "allocators/pool.hpp"
+#include "allocators/pool_backend.hpp"
+#include "allocators/pptr.hpp"

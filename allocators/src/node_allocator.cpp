@@ -1,0 +1,102 @@
+#include <algorithm>
+#include <bit>
+#include <memory>
+
+#include "allocators/internal/node_core.hpp"
+#include "allocators/internal/poison.hpp"
+
+namespace alloc::detail {
+
+namespace {
+
+// Blocks per thread list: about 16 KiB per class, between 8 and 128 blocks.
+std::uint32_t list_capacity(unsigned c) {
+  return std::clamp<std::uint32_t>(16384 / dram_classes::sizes[c], 8, 128);
+}
+
+}  // namespace
+
+node_core::~node_core() {
+  for (node_cache* cache : caches_) delete cache;
+  for (void* arena : arenas_) ::operator delete(arena, std::align_val_t{64});
+}
+
+bool node_core::refill(node_cache::bin& bin, unsigned c) noexcept {
+  std::lock_guard lock(mutex_);
+  if (!lists_[c].empty()) {
+    const list l = lists_[c].back();
+    lists_[c].pop_back();
+    bin.head = l.head;
+    bin.count = l.count;
+    return true;
+  }
+  return carve(bin, c);
+}
+
+bool node_core::carve(node_cache::bin& bin, unsigned c) noexcept {
+  const std::size_t size = dram_classes::sizes[c];
+  const std::size_t align = std::min<std::size_t>(std::size_t{1} << std::countr_zero(size), 64);
+  const std::uint32_t n = std::max<std::uint32_t>(1, bin.capacity / 2);
+  auto aligned = [&] {
+    return reinterpret_cast<std::byte*>(
+        (reinterpret_cast<std::uintptr_t>(bump_) + align - 1) & ~(align - 1));
+  };
+  if (bump_ == nullptr || aligned() + n * size > bump_end_) {
+    void* arena = ::operator new(arena_size, std::align_val_t{64}, std::nothrow);
+    if (arena == nullptr) return false;
+    try {
+      arenas_.push_back(arena);
+    } catch (...) {
+      ::operator delete(arena, std::align_val_t{64});
+      return false;
+    }
+    bump_ = static_cast<std::byte*>(arena);
+    bump_end_ = bump_ + arena_size;
+  }
+  std::byte* first = aligned();
+  for (std::uint32_t i = 0; i < n; ++i) {
+    std::byte* block = first + i * size;
+    *reinterpret_cast<void**>(block) = i + 1 < n ? block + size : nullptr;
+    poison(block, size);
+  }
+  bump_ = first + n * size;
+  bin.head = first;
+  bin.count = n;
+  return true;
+}
+
+void node_core::take_list(node_cache::bin& bin, unsigned c) noexcept {
+  if (bin.head != nullptr) {
+    std::lock_guard lock(mutex_);
+    try {
+      lists_[c].push_back({bin.head, bin.count});
+    } catch (...) {
+      return;  // out of memory: the thread keeps its list
+    }
+  }
+  bin.head = nullptr;
+  bin.count = 0;
+}
+
+std::size_t node_core::reserved_bytes() const {
+  std::lock_guard lock(mutex_);
+  return arenas_.size() * arena_size;
+}
+
+void* node_core::create_thread_state() {
+  auto cache = std::make_unique<node_cache>();
+  for (unsigned c = 0; c < dram_classes::count; ++c) cache->bins[c].capacity = list_capacity(c);
+  std::lock_guard lock(mutex_);
+  caches_.push_back(cache.get());
+  return cache.release();
+}
+
+void node_core::release_thread_state(void* state) noexcept {
+  auto* cache = static_cast<node_cache*>(state);
+  for (unsigned c = 0; c < dram_classes::count; ++c) take_list(cache->bins[c], c);
+  std::lock_guard lock(mutex_);
+  std::erase(caches_, cache);
+  delete cache;
+}
+
+}  // namespace alloc::detail

@@ -1,0 +1,447 @@
+#include "allocators/pool.hpp"
+
+#include <fcntl.h>
+#include <libpmem2.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "pool_registry.hpp"
+
+namespace alloc {
+
+namespace {
+
+using format::pool_header;
+
+std::string quoted(const std::filesystem::path& p) {
+  std::string s = p.string();
+  s.insert(s.begin(), '\'');
+  s.push_back('\'');
+  return s;
+}
+
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
+  return buf;
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+template <std::size_t N>
+std::string_view stored_string(const std::array<char, N>& a) {
+  std::size_t n = 0;
+  while (n < N && a[n] != '\0') ++n;
+  return {a.data(), n};
+}
+
+status check_layout(const pool_layout& layout, const std::string& what) {
+  auto bad = [&](std::string_view field, const std::string& v, std::size_t limit) {
+    return error(errc::invalid_argument,
+                 what + ": the " + std::string(field) + " '" + v + "' must be 1 to " +
+                     std::to_string(limit) + " characters without NUL");
+  };
+  auto fits = [](const std::string& v, std::size_t limit) {
+    return !v.empty() && v.size() <= limit && v.find('\0') == std::string::npos;
+  };
+  if (!fits(layout.name, format::layout_name_size - 1)) {
+    return bad("layout name", layout.name, format::layout_name_size - 1);
+  }
+  if (!fits(layout.build_layout, format::build_layout_size - 1)) {
+    return bad("build layout", layout.build_layout, format::build_layout_size - 1);
+  }
+  return {};
+}
+
+pool_header make_header(std::uint64_t size, const pool_layout& layout) {
+  pool_header h{};
+  h.magic = format::magic;
+  h.layout_version = format::layout_version;
+  h.pool_size = size;
+  std::random_device rd;
+  for (std::size_t i = 0; i < h.uuid.size(); i += 4) {
+    std::uint32_t r = rd();
+    std::memcpy(h.uuid.data() + i, &r, 4);
+  }
+  h.uuid[6] = static_cast<std::uint8_t>((h.uuid[6] & 0x0f) | 0x40);  // version 4 (random)
+  h.uuid[8] = static_cast<std::uint8_t>((h.uuid[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  std::memcpy(h.layout_name.data(), layout.name.data(), layout.name.size());
+  std::memcpy(h.build_layout.data(), layout.build_layout.data(), layout.build_layout.size());
+  const format::geometry g = format::geometry_for(size);
+  h.root_offset = format::root_offset;
+  h.root_size = format::root_size;
+  h.chunk_table_offset = format::chunk_table_offset;
+  h.chunk_size = format::chunk_size;
+  h.chunk_count = g.chunk_count;
+  h.heap_offset = g.heap_offset;
+  h.state = 0;
+  // The rest of the header page is zero.
+  std::array<std::byte, format::header_size> page{};
+  std::memcpy(page.data(), &h, sizeof h);
+  h.checksum = format::checksum(page);
+  return h;
+}
+
+// Lays the pool out at `base`: state word cleared and fenced first (so stale bytes of an
+// earlier pool in a reused range cannot look complete), then header, zero root and zero
+// chunk table, fenced, then the state word, fenced.
+void format_pool(std::byte* base, const pool_header& h, const persist_ops& ops) {
+  static constexpr std::byte zeros[format::page_size] = {};
+  const std::uint64_t incomplete = 0;
+  ops.write(base + offsetof(pool_header, state), &incomplete, sizeof incomplete);
+  ops.fence();
+  ops.write(base, &h, offsetof(pool_header, state));
+  ops.write(base + sizeof(pool_header), zeros, format::header_size - sizeof(pool_header));
+  ops.write(base + format::root_offset, zeros, format::root_size);
+  for (std::uint64_t at = format::chunk_table_offset; at < h.heap_offset; at += sizeof zeros) {
+    ops.write(base + at, zeros, sizeof zeros);
+  }
+  ops.fence();
+  const std::uint64_t complete = format::state_complete;
+  ops.write(base + offsetof(pool_header, state), &complete, sizeof complete);
+  ops.fence();
+}
+
+// Every check of open(), on the first bytes of a file or range of `actual_size` bytes.
+status validate(std::span<const std::byte> bytes, std::uint64_t actual_size,
+                const pool_layout& expected, const std::string& name) {
+  if (actual_size == 0) {
+    return error(errc::invalid_argument, name + " is empty (0 bytes): not a flint pool");
+  }
+  if (bytes.size() < format::magic.size() ||
+      std::memcmp(bytes.data(), format::magic.data(), format::magic.size()) != 0) {
+    return error(errc::invalid_argument,
+                 name + " is not a flint pool: no pool magic 'FLNTPOOL' at offset 0");
+  }
+  if (bytes.size() < format::header_size) {
+    return error(errc::corruption, name + " is truncated: " + std::to_string(actual_size) +
+                                       " bytes, less than a pool header (" +
+                                       std::to_string(format::header_size) + " bytes)");
+  }
+  pool_header h;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (h.layout_version == 0) {
+    return error(errc::corruption, name + " has pool layout version 0, which no build wrote");
+  }
+  if (h.layout_version > format::layout_version) {
+    return error(errc::invalid_argument,
+                 name + " has pool layout version " + std::to_string(h.layout_version) +
+                     ", newer than this build reads (" +
+                     std::to_string(format::layout_version) + ")");
+  }
+  if (h.state != format::state_complete) {
+    return error(errc::corruption,
+                 name + " is incomplete: its creation was interrupted (state word " +
+                     hex(h.state) + ", expected " + hex(format::state_complete) + ")");
+  }
+  const std::uint64_t sum = format::checksum(bytes.first(format::header_size));
+  if (sum != h.checksum) {
+    return error(errc::corruption, name + ": header checksum mismatch (stored " +
+                                       hex(h.checksum) + ", computed " + hex(sum) + ")");
+  }
+  if (actual_size < h.pool_size) {
+    return error(errc::corruption, name + " is truncated: the header says " +
+                                       std::to_string(h.pool_size) + " bytes, it has " +
+                                       std::to_string(actual_size));
+  }
+  if (actual_size > h.pool_size) {
+    return error(errc::corruption, name + " has " + std::to_string(actual_size) +
+                                       " bytes, but its header says " +
+                                       std::to_string(h.pool_size));
+  }
+  const format::geometry g = format::geometry_for(h.pool_size);
+  if (h.root_offset != format::root_offset || h.root_size != format::root_size ||
+      h.chunk_table_offset != format::chunk_table_offset ||
+      h.chunk_size != format::chunk_size || h.chunk_count != g.chunk_count ||
+      h.heap_offset != g.heap_offset || g.chunk_count == 0) {
+    return error(errc::corruption,
+                 name + ": inconsistent geometry in the header (chunk size " +
+                     std::to_string(h.chunk_size) + ", " + std::to_string(h.chunk_count) +
+                     " chunks from offset " + std::to_string(h.heap_offset) + " in " +
+                     std::to_string(h.pool_size) + " bytes)");
+  }
+  if (h.layout_name.back() != '\0' || h.build_layout.back() != '\0') {
+    return error(errc::corruption, name + ": unterminated layout strings in the header");
+  }
+  if (stored_string(h.layout_name) != expected.name) {
+    return error(errc::invalid_argument, name + " holds a pool of layout '" +
+                                             std::string(stored_string(h.layout_name)) +
+                                             "', not '" + expected.name + "'");
+  }
+  if (stored_string(h.build_layout) != expected.build_layout) {
+    return error(errc::invalid_argument,
+                 name + " was created by a build with persistent layout '" +
+                     std::string(stored_string(h.build_layout)) + "'; this build uses '" +
+                     expected.build_layout + "'");
+  }
+  return {};
+}
+
+granularity from_pmem2(pmem2_granularity g) {
+  switch (g) {
+    case PMEM2_GRANULARITY_BYTE: return granularity::byte;
+    case PMEM2_GRANULARITY_CACHE_LINE: return granularity::cache_line;
+    case PMEM2_GRANULARITY_PAGE: return granularity::page;
+  }
+  return granularity::page;
+}
+
+std::string region_name(const std::byte* base) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "memory region at %p", static_cast<const void*>(base));
+  return buf;
+}
+
+}  // namespace
+
+std::string_view to_string(granularity g) noexcept {
+  switch (g) {
+    case granularity::byte: return "byte";
+    case granularity::cache_line: return "cache-line";
+    case granularity::page: return "page";
+  }
+  return "?";
+}
+
+// ---- the file behind a file pool ---------------------------------------------------------
+
+struct pool::file_mapping {
+  int fd = -1;
+  pmem2_map* map = nullptr;
+  bool page_registered = false;
+
+  file_mapping() = default;
+  file_mapping(const file_mapping&) = delete;
+  file_mapping& operator=(const file_mapping&) = delete;
+  ~file_mapping() {
+    if (map != nullptr) {
+      if (page_registered) {
+        pmem2_get_persist_fn(map)(pmem2_map_get_address(map), pmem2_map_get_size(map));
+        detail::unregister_page_pool(pmem2_map_get_address(map));
+      }
+      pmem2_map_delete(&map);
+    }
+    if (fd >= 0) ::close(fd);
+  }
+
+  // Maps the whole file, asking for cache-line granularity and settling for page.
+  status map_file(const std::string& name) {
+    pmem2_source* source = nullptr;
+    pmem2_config* config = nullptr;
+    auto fail = [&](const char* step) {
+      std::string message = "cannot map " + name + " (" + step + "): " + pmem2_errormsg();
+      if (config != nullptr) pmem2_config_delete(&config);
+      if (source != nullptr) pmem2_source_delete(&source);
+      return error(errc::io_error, message);
+    };
+    if (pmem2_source_from_fd(&source, fd) != 0) return fail("pmem2_source_from_fd");
+    if (pmem2_config_new(&config) != 0) return fail("pmem2_config_new");
+    if (pmem2_config_set_required_store_granularity(config, PMEM2_GRANULARITY_CACHE_LINE) !=
+        0) {
+      return fail("pmem2_config_set_required_store_granularity");
+    }
+    int r = pmem2_map_new(&map, config, source);
+    if (r == PMEM2_E_GRANULARITY_NOT_SUPPORTED) {
+      if (pmem2_config_set_required_store_granularity(config, PMEM2_GRANULARITY_PAGE) != 0) {
+        return fail("pmem2_config_set_required_store_granularity");
+      }
+      r = pmem2_map_new(&map, config, source);
+    }
+    if (r != 0) {
+      map = nullptr;
+      return fail("pmem2_map_new");
+    }
+    pmem2_config_delete(&config);
+    pmem2_source_delete(&source);
+    if (pmem2_map_get_store_granularity(map) == PMEM2_GRANULARITY_PAGE) {
+      detail::register_page_pool(pmem2_map_get_address(map), pmem2_map_get_size(map),
+                                 pmem2_get_flush_fn(map), pmem2_get_drain_fn(map));
+      page_registered = true;
+    }
+    return {};
+  }
+};
+
+// ---- pool --------------------------------------------------------------------------------
+
+pool::pool() = default;
+pool::pool(pool&&) noexcept = default;
+pool& pool::operator=(pool&&) noexcept = default;
+pool::~pool() = default;
+
+std::string pool::uuid_string() const {
+  const auto u = uuid();
+  char buf[40];
+  std::snprintf(buf, sizeof buf,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
+                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+                u[14], u[15]);
+  return buf;
+}
+
+pool_layout pool::layout() const {
+  return {std::string(stored_string(header().layout_name)),
+          std::string(stored_string(header().build_layout))};
+}
+
+result<pool> pool::create_file(const std::filesystem::path& file, std::uint64_t size,
+                               const pool_layout& layout, const persist_ops& ops) {
+  const std::string what = "cannot create pool " + quoted(file);
+  if (status s = check_layout(layout, what); !s) return std::move(s).error();
+  size = format::align_up(size, format::page_size);
+  if (size < min_size) {
+    return error(errc::invalid_argument, what + ": " + std::to_string(size) +
+                                             " bytes is below the minimum pool size of " +
+                                             std::to_string(min_size) + " bytes");
+  }
+  std::error_code ec;
+  if (std::filesystem::symlink_status(file, ec).type() != std::filesystem::file_type::not_found) {
+    return error(errc::invalid_argument, what + ": the file already exists");
+  }
+
+  // Built under a temporary name in the same directory, linked into place when durable.
+  std::string temp = file.string() + ".creating-XXXXXX";
+  pool p;
+  p.file_ = std::make_unique<file_mapping>();
+  p.file_->fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (p.file_->fd < 0) {
+    return error(errc::io_error, what + ": cannot create a temporary file next to it: " +
+                                     errno_text(errno));
+  }
+  struct remove_temp {
+    const std::string& path;
+    ~remove_temp() { ::unlink(path.c_str()); }
+  } remove{temp};
+
+  ::fchmod(p.file_->fd, 0644);
+  if (::flock(p.file_->fd, LOCK_EX | LOCK_NB) != 0) {
+    return error(errc::io_error, what + ": cannot lock " + temp + ": " + errno_text(errno));
+  }
+  if (int e = ::posix_fallocate(p.file_->fd, 0, static_cast<off_t>(size)); e != 0) {
+    return error(e == ENOSPC ? errc::no_space : errc::io_error,
+                 what + ": cannot reserve " + std::to_string(size) + " bytes: " + errno_text(e));
+  }
+  p.name_ = quoted(file);
+  if (status s = p.file_->map_file(p.name_); !s) return std::move(s).error();
+  p.base_ = static_cast<std::byte*>(pmem2_map_get_address(p.file_->map));
+  p.size_ = size;
+  p.granularity_ = from_pmem2(pmem2_map_get_store_granularity(p.file_->map));
+
+  format_pool(p.base_, make_header(size, layout), ops);
+  if (::fsync(p.file_->fd) != 0) {
+    return error(errc::io_error, what + ": fsync: " + errno_text(errno));
+  }
+  if (::link(temp.c_str(), file.c_str()) != 0) {
+    const int e = errno;
+    return error(e == EEXIST ? errc::invalid_argument : errc::io_error,
+                 what + (e == EEXIST ? ": the file already exists"
+                                     : ": cannot link it into place: " + errno_text(e)));
+  }
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::unlink(temp.c_str());
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return p;
+}
+
+result<pool> pool::open(const std::filesystem::path& file, const pool_layout& layout) {
+  const std::string name = quoted(file);
+  pool p;
+  p.file_ = std::make_unique<file_mapping>();
+  p.file_->fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  if (p.file_->fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) return error(errc::not_found, "pool file " + name + " does not exist");
+    if (e == EISDIR) return error(errc::invalid_argument, name + " is a directory, not a pool");
+    return error(errc::io_error, "cannot open " + name + ": " + errno_text(e));
+  }
+  if (::flock(p.file_->fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    if (e == EWOULDBLOCK) {
+      return error(errc::busy, "pool " + name +
+                                   " is already open (another process or pool object holds "
+                                   "its lock)");
+    }
+    return error(errc::io_error, "cannot lock " + name + ": " + errno_text(e));
+  }
+  struct stat st {};
+  if (::fstat(p.file_->fd, &st) != 0) {
+    return error(errc::io_error, "cannot stat " + name + ": " + errno_text(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return error(errc::invalid_argument, name + " is not a regular file, not a pool");
+  }
+  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  std::vector<std::byte> head(std::min<std::uint64_t>(file_size, format::header_size));
+  std::size_t got = 0;
+  while (got < head.size()) {
+    ssize_t n = ::pread(p.file_->fd, head.data() + got, head.size() - got,
+                        static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return error(errc::io_error, "cannot read the header of " + name);
+    got += static_cast<std::size_t>(n);
+  }
+  if (status s = validate(head, file_size, layout, name); !s) return std::move(s).error();
+
+  if (status s = p.file_->map_file(name); !s) return std::move(s).error();
+  if (pmem2_map_get_size(p.file_->map) != file_size) {
+    return error(errc::io_error, "cannot map " + name + ": mapped " +
+                                     std::to_string(pmem2_map_get_size(p.file_->map)) +
+                                     " bytes of " + std::to_string(file_size));
+  }
+  p.base_ = static_cast<std::byte*>(pmem2_map_get_address(p.file_->map));
+  p.size_ = file_size;
+  p.name_ = name;
+  p.granularity_ = from_pmem2(pmem2_map_get_store_granularity(p.file_->map));
+  return p;
+}
+
+result<pool> pool::create_region(std::span<std::byte> region, const pool_layout& layout,
+                                 const persist_ops& ops) {
+  const std::string name = region_name(region.data());
+  const std::string what = "cannot create a pool in the " + name;
+  if (status s = check_layout(layout, what); !s) return std::move(s).error();
+  if (reinterpret_cast<std::uintptr_t>(region.data()) % pv::cache_line != 0) {
+    return error(errc::invalid_argument, what + ": it is not 64-byte aligned");
+  }
+  if (region.size() < min_size) {
+    return error(errc::invalid_argument, what + ": " + std::to_string(region.size()) +
+                                             " bytes is below the minimum pool size of " +
+                                             std::to_string(min_size) + " bytes");
+  }
+  format_pool(region.data(), make_header(region.size(), layout), ops);
+  pool p;
+  p.base_ = region.data();
+  p.size_ = region.size();
+  p.name_ = name;
+  return p;
+}
+
+result<pool> pool::open_in(std::span<std::byte> region, const pool_layout& layout) {
+  const std::string name = region_name(region.data());
+  if (reinterpret_cast<std::uintptr_t>(region.data()) % pv::cache_line != 0) {
+    return error(errc::invalid_argument, "cannot open a pool in the " + name +
+                                             ": it is not 64-byte aligned");
+  }
+  const std::span<const std::byte> head =
+      std::span<const std::byte>(region).first(std::min<std::size_t>(region.size(),
+                                                                     format::header_size));
+  if (status s = validate(head, region.size(), layout, name); !s) return std::move(s).error();
+  pool p;
+  p.base_ = region.data();
+  p.size_ = region.size();
+  p.name_ = name;
+  return p;
+}
+
+}  // namespace alloc

@@ -1,0 +1,335 @@
+// pool: create, close and reopen with the same content; every bad file is refused with an
+// error that names it, and left untouched; the lock keeps a pool open once; granularity.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "allocators/internal/pool_format.hpp"
+#include "support.hpp"
+
+namespace {
+
+using namespace alloc_test;
+using alloc::errc;
+using P = file_policy;
+
+struct test_root {
+  flit::persist<std::uint64_t, P> generation;
+  flit::persist<alloc::pptr<>, P> block;
+};
+
+constexpr std::uint64_t pool_bytes = 1 << 20;
+
+class PoolTest : public ::testing::Test {
+ protected:
+  alloc::pool create(const std::filesystem::path& file, std::uint64_t bytes = pool_bytes) {
+    auto p = alloc::pool::create<P>(file, bytes, layout_for<P>());
+    EXPECT_TRUE(p.has_value()) << p.error().to_string();
+    return std::move(p).value();
+  }
+
+  // Opening `file` fails with `code` and a message naming the file, and changes no byte.
+  void expect_refused(const std::filesystem::path& file, errc code, const std::string& words,
+                      const alloc::pool_layout& layout = layout_for<P>()) {
+    const std::vector<char> before = read_file(file);
+    auto p = alloc::pool::open(file, layout);
+    ASSERT_FALSE(p.has_value());
+    EXPECT_EQ(p.error().code(), code) << p.error().to_string();
+    EXPECT_NE(p.error().message().find(file.string()), std::string::npos)
+        << p.error().message();
+    EXPECT_NE(p.error().message().find(words), std::string::npos) << p.error().message();
+    EXPECT_EQ(read_file(file), before) << "a refused open changed the file";
+  }
+
+  // Rewrites the header of `file` through `change`, with a correct checksum.
+  static void rewrite_header(const std::filesystem::path& file,
+                             void (*change)(alloc::format::pool_header&)) {
+    std::vector<char> bytes = read_file(file);
+    alloc::format::pool_header h;
+    std::memcpy(&h, bytes.data(), sizeof h);
+    change(h);
+    std::memcpy(bytes.data(), &h, sizeof h);
+    h.checksum = alloc::format::checksum(
+        std::as_bytes(std::span(bytes.data(), alloc::format::header_size)));
+    std::memcpy(bytes.data(), &h, sizeof h);
+    write_file(file, bytes);
+  }
+
+  scratch_dir dir_;
+};
+
+TEST_F(PoolTest, CreateCloseReopenKeepsContent) {
+  const auto file = dir_.file("a.pool");
+  std::array<std::uint8_t, 16> uuid;
+  alloc::pptr<> block;
+  {
+    alloc::pool p = create(file);
+    EXPECT_EQ(p.size(), pool_bytes);
+    EXPECT_EQ(p.name(), std::string("'").append(file.string()).append("'"));
+    uuid = p.uuid();
+    auto* root = p.root_as<test_root>();
+    EXPECT_EQ(root->generation.load(), 0u) << "the root area starts zeroed";
+    alloc::persistent_allocator<P> heap(p);
+    ASSERT_TRUE(heap.finish_recovery());
+    auto b = heap.allocate(100);
+    ASSERT_TRUE(b.has_value());
+    block = *b;
+    const char text[] = "persistent payload";
+    P::write_range(p.get(block), text, sizeof text, flit::persisted);
+    root->block.store(block);
+    root->generation.store(7);
+    P::operation_completion();
+  }
+  auto reopened = alloc::pool::open(file, layout_for<P>());
+  ASSERT_TRUE(reopened.has_value()) << reopened.error().to_string();
+  alloc::pool& p = *reopened;
+  EXPECT_EQ(p.uuid(), uuid);
+  EXPECT_EQ(p.uuid_string().size(), 36u);
+  EXPECT_EQ(p.layout().name, "alloc-test");
+  EXPECT_EQ(p.layout().build_layout, alloc::layout_fingerprint<P>());
+  auto* root = p.root_as<test_root>();
+  EXPECT_EQ(root->generation.load(), 7u);
+  EXPECT_EQ(root->block.load(), block);
+  EXPECT_STREQ(static_cast<const char*>(p.get(block)), "persistent payload");
+
+  alloc::persistent_allocator<P> heap(p);
+  ASSERT_TRUE(heap.mark_live(block));
+  ASSERT_TRUE(heap.finish_recovery());
+  EXPECT_EQ(heap.stats().in_use_bytes, heap.usable_size(block));
+}
+
+TEST_F(PoolTest, CreateRefusesAnExistingFileAndBadArguments) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  const std::vector<char> before = read_file(file);
+  auto again = alloc::pool::create<P>(file, pool_bytes, layout_for<P>());
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), errc::invalid_argument);
+  EXPECT_NE(again.error().message().find("already exists"), std::string::npos);
+  EXPECT_EQ(read_file(file), before);
+
+  auto small = alloc::pool::create<P>(dir_.file("small.pool"), 4096, layout_for<P>());
+  ASSERT_FALSE(small.has_value());
+  EXPECT_EQ(small.error().code(), errc::invalid_argument);
+  EXPECT_NE(small.error().message().find(std::to_string(alloc::pool::min_size)),
+            std::string::npos)
+      << "names the limit: " << small.error().message();
+
+  auto unnamed = alloc::pool::create<P>(dir_.file("b.pool"), pool_bytes,
+                                        {"", alloc::layout_fingerprint<P>()});
+  EXPECT_EQ(unnamed.code(), errc::invalid_argument);
+  auto long_name = alloc::pool::create<P>(dir_.file("c.pool"), pool_bytes,
+                                          {std::string(32, 'x'), "b"});
+  EXPECT_EQ(long_name.code(), errc::invalid_argument);
+  // Nothing is left behind by refused creations, not even temporary files.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_.path()),
+                          std::filesystem::directory_iterator()),
+            1);
+}
+
+TEST_F(PoolTest, MissingFileIsNotFound) {
+  auto p = alloc::pool::open(dir_.file("none.pool"), layout_for<P>());
+  ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), errc::not_found);
+  EXPECT_NE(p.error().message().find("none.pool"), std::string::npos);
+}
+
+TEST_F(PoolTest, EmptyFileIsNotAPool) {
+  const auto file = dir_.file("empty.pool");
+  write_file(file, {});
+  expect_refused(file, errc::invalid_argument, "empty");
+}
+
+TEST_F(PoolTest, RandomBytesAreNotAPool) {
+  const auto file = dir_.file("random.pool");
+  std::mt19937_64 rng(42);
+  std::vector<char> bytes(pool_bytes);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  write_file(file, bytes);
+  expect_refused(file, errc::invalid_argument, "not a flint pool");
+}
+
+TEST_F(PoolTest, TruncatedFileIsCorruption) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  std::filesystem::resize_file(file, pool_bytes / 2);
+  expect_refused(file, errc::corruption, "truncated");
+  std::filesystem::resize_file(file, 100);
+  expect_refused(file, errc::corruption, "truncated");
+}
+
+TEST_F(PoolTest, EveryFlippedHeaderByteIsRefused) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  const std::vector<char> good = read_file(file);
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  auto put = [&](std::size_t at, char c) {
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(c);
+    f.flush();
+  };
+  for (std::size_t i = 0; i < alloc::format::header_size; ++i) {
+    put(i, static_cast<char>(good[i] ^ 0x10));
+    auto p = alloc::pool::open(file, layout_for<P>());
+    ASSERT_FALSE(p.has_value()) << "a flip at byte " << i << " went unnoticed";
+    if (i >= offsetof(alloc::format::pool_header, pool_size)) {
+      EXPECT_EQ(p.error().code(), errc::corruption) << i << ": " << p.error().to_string();
+    }
+    EXPECT_NE(p.error().message().find(file.string()), std::string::npos);
+    f.seekg(static_cast<std::streamoff>(i));
+    EXPECT_EQ(f.get(), static_cast<unsigned char>(good[i] ^ 0x10)) << "the open wrote";
+    put(i, good[i]);
+  }
+  f.close();
+  EXPECT_EQ(read_file(file), good);
+  EXPECT_TRUE(alloc::pool::open(file, layout_for<P>()).has_value());
+}
+
+TEST_F(PoolTest, NewerLayoutVersionIsRefused) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  rewrite_header(file, [](alloc::format::pool_header& h) { h.layout_version = 2; });
+  expect_refused(file, errc::invalid_argument, "layout version 2, newer than this build");
+}
+
+TEST_F(PoolTest, IncompleteCreationIsRecognised) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  rewrite_header(file, [](alloc::format::pool_header& h) { h.state = 0; });
+  expect_refused(file, errc::corruption, "incomplete");
+}
+
+TEST_F(PoolTest, OtherBuildLayoutOrLayoutNameIsRefused) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  using adjacent_policy = flit::policy<flit::adjacent, alloc::pool_backend>;
+  expect_refused(file, errc::invalid_argument, alloc::layout_fingerprint<adjacent_policy>(),
+                 layout_for<adjacent_policy>());
+  expect_refused(file, errc::invalid_argument, "'alloc-test', not 'flintkv'",
+                 layout_for<P>("flintkv"));
+}
+
+TEST_F(PoolTest, LayoutFingerprintTellsWordLayoutsApart) {
+  using hashed = flit::policy<test_hashed, pv::model_backend>;
+  using plain = flit::policy<flit::plain, pv::model_backend>;
+  using adjacent = flit::policy<flit::adjacent, pv::model_backend>;
+  using flagged = flit::policy<flit::link_and_persist, pv::model_backend>;
+  EXPECT_EQ(alloc::layout_fingerprint<hashed>(), alloc::layout_fingerprint<plain>());
+  EXPECT_NE(alloc::layout_fingerprint<hashed>(), alloc::layout_fingerprint<adjacent>());
+  EXPECT_NE(alloc::layout_fingerprint<hashed>(), alloc::layout_fingerprint<flagged>());
+  EXPECT_NE(alloc::layout_fingerprint<adjacent>(), alloc::layout_fingerprint<flagged>());
+}
+
+TEST_F(PoolTest, SecondOpenIsBusyUntilTheFirstCloses) {
+  const auto file = dir_.file("a.pool");
+  { alloc::pool p = create(file); }
+  {
+    auto first = alloc::pool::open(file, layout_for<P>());
+    ASSERT_TRUE(first.has_value());
+    expect_refused(file, errc::busy, "already open");
+  }
+  EXPECT_TRUE(alloc::pool::open(file, layout_for<P>()).has_value());
+}
+
+TEST_F(PoolTest, OpenFromAnotherProcessIsBusy) {
+  const auto file = dir_.file("a.pool");
+  alloc::pool p = create(file);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto other = alloc::pool::open(file, layout_for<P>());
+    ::_exit(other.has_value() ? 100 : static_cast<int>(other.error().code()));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), static_cast<int>(errc::busy));
+}
+
+TEST_F(PoolTest, GranularityIsReportedAndForcible) {
+  {
+    ::setenv("PMEM2_FORCE_GRANULARITY", "CACHE_LINE", 1);
+    alloc::pool p = create(dir_.file("line.pool"));
+    ::unsetenv("PMEM2_FORCE_GRANULARITY");
+    EXPECT_EQ(p.store_granularity(), alloc::granularity::cache_line);
+    EXPECT_EQ(alloc::detail::page_pools_open.load(), 0);
+    EXPECT_EQ(alloc::pool_backend::name(), flit::default_backend::name());
+  }
+  ::setenv("PMEM2_FORCE_GRANULARITY", "PAGE", 1);
+  alloc::pool p = create(dir_.file("page.pool"));
+  ::unsetenv("PMEM2_FORCE_GRANULARITY");
+  EXPECT_EQ(p.store_granularity(), alloc::granularity::page);
+  EXPECT_EQ(alloc::to_string(p.store_granularity()), "page");
+  EXPECT_EQ(alloc::detail::page_pools_open.load(), 1) << "pool_backend is in page mode";
+  EXPECT_EQ(alloc::pool_backend::name(), "pmem2-msync");
+}
+
+TEST_F(PoolTest, PageModeSyncsNotedPagesAtTheFence) {
+  ::setenv("PMEM2_FORCE_GRANULARITY", "PAGE", 1);
+  alloc::pool p = create(dir_.file("page.pool"));
+  ::unsetenv("PMEM2_FORCE_GRANULARITY");
+  auto* root = p.root_as<test_root>();
+  root->generation.store(1, flit::persisted, flit::private_);
+  root->block.store(alloc::pptr<>(64), flit::persisted, flit::private_);
+  EXPECT_EQ(alloc::detail::noted_pages.count, 1u) << "two words of one page: one page noted";
+  P::operation_completion();
+  EXPECT_EQ(alloc::detail::noted_pages.count, 0u) << "the fence synced the noted page";
+  // More pages than the log holds: it syncs early and keeps working.
+  std::vector<std::byte> bytes(64 * alloc::format::page_size, std::byte{1});
+  alloc::persistent_allocator<P> heap(p);
+  ASSERT_TRUE(heap.finish_recovery());
+  auto big = heap.allocate(bytes.size());
+  ASSERT_TRUE(big.has_value());
+  P::write_range(p.get(*big), bytes.data(), bytes.size(), flit::persisted);
+  EXPECT_LE(alloc::detail::noted_pages.count, alloc::detail::page_log::capacity);
+  P::operation_completion();
+  EXPECT_EQ(alloc::detail::noted_pages.count, 0u);
+}
+
+TEST_F(PoolTest, RegionPoolCreatesAndReopens) {
+  using M = on_model<test_hashed>;
+  pv::model m(alloc::pool::min_size * 4);
+  pv::scoped_activation on(m);
+  std::span<std::byte> region(m.base(), m.size());
+  std::array<std::uint8_t, 16> uuid;
+  {
+    auto p = alloc::pool::create_in<M>(region, layout_for<M>());
+    ASSERT_TRUE(p.has_value()) << p.error().to_string();
+    EXPECT_EQ(p->store_granularity(), alloc::granularity::cache_line);
+    EXPECT_NE(p->name().find("memory region"), std::string::npos);
+    uuid = p->uuid();
+  }
+  // Only what reached the durable image counts.
+  m.load_image(m.crash(pv::writeback::none));
+  auto p = alloc::pool::open_in(region, layout_for<M>());
+  ASSERT_TRUE(p.has_value()) << p.error().to_string();
+  EXPECT_EQ(p->uuid(), uuid);
+
+  auto wrong = alloc::pool::open_in(region, layout_for<M>("other"));
+  EXPECT_EQ(wrong.code(), errc::invalid_argument);
+  auto misaligned = alloc::pool::open_in(region.subspan(8), layout_for<M>());
+  EXPECT_EQ(misaligned.code(), errc::invalid_argument);
+  auto small = alloc::pool::create_in<M>(region.first(4096), layout_for<M>());
+  EXPECT_EQ(small.code(), errc::invalid_argument);
+}
+
+TEST(ErrorTest, ResultCarriesValueOrError) {
+  alloc::result<int> ok = 5;
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(*ok, 5);
+  EXPECT_EQ(ok.code(), errc::ok);
+  alloc::result<int> bad = alloc::error(errc::no_space, "pool 'x' is full");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.code(), errc::no_space);
+  EXPECT_EQ(bad.error().to_string(), "no space: pool 'x' is full");
+  alloc::status fine;
+  EXPECT_TRUE(fine);
+  alloc::status busy = alloc::error(errc::busy, "locked");
+  EXPECT_EQ(busy.code(), errc::busy);
+}
+
+}  // namespace

@@ -1,0 +1,200 @@
+// Writers and readers at once, with real threads. Writers encode (key, writer, generation,
+// checksum) in each value so that readers can prove what they saw is consistent, in the
+// style of LevelDB's skiplist test.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_support.hpp"
+
+namespace {
+
+using namespace flintkv_test;
+
+constexpr int kKeys = 64;
+constexpr int kGroups = 8;  // keys written only by batches, three at a time
+
+std::string key_name(int k) { return "key" + std::to_string(k); }
+std::string group_key(int g, int member) {
+  return "group" + std::to_string(g) + "-" + std::to_string(member);
+}
+
+std::uint32_t checksum(std::string_view s) {
+  std::uint32_t h = 2166136261u;
+  for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  return h;
+}
+
+// "<key>|<writer>|<generation>|<checksum of the rest>"
+std::string encode(std::string_view key, int writer, std::uint64_t gen) {
+  std::string body = std::string(key) + "|" + std::to_string(writer) + "|" + std::to_string(gen);
+  return body + "|" + std::to_string(checksum(body));
+}
+
+struct decoded {
+  std::string key;
+  int writer = -1;
+  std::uint64_t gen = 0;
+};
+
+::testing::AssertionResult decode(std::string_view value, decoded* out) {
+  auto last = value.rfind('|');
+  if (last == std::string_view::npos) return ::testing::AssertionFailure() << "torn value";
+  std::string_view body = value.substr(0, last);
+  if (std::to_string(checksum(body)) != value.substr(last + 1)) {
+    return ::testing::AssertionFailure() << "bad checksum in " << value;
+  }
+  auto a = body.find('|'), b = body.rfind('|');
+  out->key = std::string(body.substr(0, a));
+  out->writer = std::stoi(std::string(body.substr(a + 1, b - a - 1)));
+  out->gen = std::stoull(std::string(body.substr(b + 1)));
+  return ::testing::AssertionSuccess();
+}
+
+template <class Config>
+class ConcurrencyTest : public ::testing::Test {
+ protected:
+  region memory_{64 << 20};
+};
+using concurrency_configs =
+    ::testing::Types<on_hardware<hashed, manual>, on_hardware<flit::adjacent, automatic>>;
+TYPED_TEST_SUITE(ConcurrencyTest, concurrency_configs);
+
+TYPED_TEST(ConcurrencyTest, ReadersSeeConsistentSnapshotsWhileWritersRun) {
+  Options options;
+  options.thread_slots = 2;  // fewer slots than writers: threads must wait for one
+  auto db = open_in<TypeParam>(this->memory_, options);
+  ASSERT_TRUE(db);
+  constexpr int kWriters = 3;
+  constexpr int kWrites = 1500;
+  std::atomic<bool> done{false};
+  std::atomic<int> failures{0};
+
+  // Every write and the version it got, to check last-writer-wins at the end.
+  struct write_record {
+    std::string key, value;
+    std::uint64_t version;
+  };
+  std::mutex log_mutex;
+  std::vector<write_record> log;
+
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      std::uint64_t last_version = 0;
+      for (std::uint64_t gen = 1; gen <= kWrites; ++gen) {
+        if (gen % 10 == 0) {
+          // A batch: the three members of a group get the same generation.
+          int g = static_cast<int>((gen / 10 + static_cast<std::uint64_t>(w)) % kGroups);
+          WriteBatch batch;
+          for (int m = 0; m < 3; ++m) batch.Put(group_key(g, m), encode("group", w, gen));
+          if (!db->Write(batch).ok()) ++failures;
+        } else {
+          std::string k = key_name(static_cast<int>((gen * 7 + static_cast<std::uint64_t>(w)) % kKeys));
+          std::string v = encode(k, w, gen);
+          if (!db->Put(k, v).ok()) ++failures;
+          std::uint64_t version = internal::engine_for<TypeParam>::TEST_last_write_version();
+          if (version <= last_version) ++failures;  // a writer's versions strictly increase
+          last_version = version;
+          std::lock_guard lock(log_mutex);
+          log.push_back({k, v, version});
+        }
+      }
+    });
+  }
+
+  auto reader = [&] {
+    std::map<std::pair<int, int>, std::uint64_t> newest_seen;  // (writer, key) -> generation
+    while (!done.load()) {
+      const Snapshot* snap = db->GetSnapshot();
+      ReadOptions at;
+      at.snapshot = snap;
+      // Keys: well-formed values of the right key; per writer, generations never go back.
+      for (int k = 0; k < kKeys; ++k) {
+        std::string v;
+        Status s = db->Get(key_name(k), &v, at);
+        if (s.IsNotFound()) continue;
+        decoded d;
+        if (!s.ok() || !decode(v, &d) || d.key != key_name(k)) {
+          ++failures;
+          continue;
+        }
+        std::uint64_t& newest = newest_seen[{d.writer, k}];
+        if (d.gen < newest) ++failures;
+        newest = d.gen;
+      }
+      // Batches: all members of a group carry one generation in any snapshot.
+      for (int g = 0; g < kGroups; ++g) {
+        std::string first;
+        bool present = db->Get(group_key(g, 0), &first, at).ok();
+        for (int m = 1; m < 3; ++m) {
+          std::string v;
+          bool here = db->Get(group_key(g, m), &v, at).ok();
+          if (here != present || (here && v != first)) ++failures;
+        }
+      }
+      // An iterator over the same snapshot sees exactly what Get sees there.
+      auto it = db->NewIterator(at);
+      std::string previous;
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        std::string k(it->key()), v;
+        if (!previous.empty() && !(previous < k)) ++failures;
+        previous = k;
+        if (!db->Get(k, &v, at).ok() || v != it->value()) ++failures;
+      }
+      db->ReleaseSnapshot(snap);
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  for (auto& t : writers) t.join();
+  done = true;
+  r1.join();
+  r2.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  // Last writer wins: each key holds the value of its highest-versioned write.
+  std::map<std::string, write_record> newest;
+  for (auto& rec : log) {
+    auto [it, fresh] = newest.try_emplace(rec.key, rec);
+    if (!fresh && rec.version > it->second.version) it->second = rec;
+  }
+  for (auto& [k, rec] : newest) {
+    std::string v;
+    ASSERT_TRUE(db->Get(k, &v).ok());
+    EXPECT_EQ(v, rec.value) << k;
+  }
+  std::map<std::uint64_t, int> versions;
+  for (auto& rec : log) EXPECT_EQ(++versions[rec.version], 1) << "versions are unique";
+}
+
+TYPED_TEST(ConcurrencyTest, ManyMoreThreadsThanSlots) {
+  Options options;
+  options.thread_slots = 1;
+  auto db = open_in<TypeParam>(this->memory_, options);
+  ASSERT_TRUE(db);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 12; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        std::string k = "t" + std::to_string(t) + "-" + std::to_string(i);
+        EXPECT_TRUE(db->Put(k, k).ok());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int t = 0; t < 12; ++t) {
+    for (int i = 0; i < 100; ++i) {
+      std::string k = "t" + std::to_string(t) + "-" + std::to_string(i), v;
+      ASSERT_TRUE(db->Get(k, &v).ok()) << k;
+      EXPECT_EQ(v, k);
+    }
+  }
+  EXPECT_EQ(db->GetStats().live_keys, 1200u);
+}
+
+}  // namespace

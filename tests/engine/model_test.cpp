@@ -1,0 +1,210 @@
+// The engine against std::map: long random sequences of put, delete, batch, get and
+// iteration (both directions, with bounds and snapshots) give identical results, in each
+// durability mode and counter placement.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine_support.hpp"
+
+namespace {
+
+using namespace flintkv_test;
+using kv_map = std::map<std::string, std::string>;
+
+// The reference: an iterator over a map restricted to [lower, upper).
+class reference_iterator {
+ public:
+  reference_iterator(const kv_map& m, const ReadOptions& o)
+      : map_(m), lower_(o.lower_bound), upper_(o.upper_bound), at_(m.end()) {}
+
+  bool valid() const { return at_ != map_.end(); }
+  void seek_to_first() { at_ = clamp(lower_ ? map_.lower_bound(*lower_) : map_.begin()); }
+  void seek_to_last() {
+    auto it = upper_ ? map_.lower_bound(*upper_) : map_.end();
+    at_ = it == map_.begin() ? map_.end() : clamp(std::prev(it));
+  }
+  void seek(const std::string& t) {
+    std::string target = lower_ && t < *lower_ ? *lower_ : t;
+    at_ = clamp(map_.lower_bound(target));
+  }
+  void seek_for_prev(const std::string& t) {
+    auto it = map_.upper_bound(t);  // the first key after t
+    if (upper_) {
+      auto u = map_.lower_bound(*upper_);  // the first key out of bounds
+      if (u != map_.end() && (it == map_.end() || u->first < it->first)) it = u;
+    }
+    at_ = it == map_.begin() ? map_.end() : clamp(std::prev(it));
+  }
+  void next() { at_ = clamp(std::next(at_)); }
+  void prev() { at_ = at_ == map_.begin() ? map_.end() : clamp(std::prev(at_)); }
+  const std::string& key() const { return at_->first; }
+  const std::string& value() const { return at_->second; }
+
+ private:
+  kv_map::const_iterator clamp(kv_map::const_iterator it) const {
+    if (it == map_.end()) return it;
+    if (lower_ && it->first < *lower_) return map_.end();
+    if (upper_ && it->first >= *upper_) return map_.end();
+    return it;
+  }
+  const kv_map& map_;
+  std::optional<std::string> lower_, upper_;
+  kv_map::const_iterator at_;
+};
+
+template <class Config>
+class ModelTest : public ::testing::Test {
+ protected:
+  region memory_{64 << 20};
+};
+TYPED_TEST_SUITE(ModelTest, model_configs);
+
+std::string random_key(std::mt19937_64& rng) { return "key" + std::to_string(rng() % 300); }
+std::string random_value(std::mt19937_64& rng, int i) {
+  return std::string(rng() % 40, static_cast<char>('a' + rng() % 26)) + std::to_string(i);
+}
+
+TYPED_TEST(ModelTest, RandomOperationsMatchStdMap) {
+  auto db = open_in<TypeParam>(this->memory_);
+  ASSERT_TRUE(db);
+  std::mt19937_64 rng(20261121);
+  kv_map now;
+  std::vector<std::pair<const Snapshot*, kv_map>> snapshots;
+  for (int i = 0; i < 6000; ++i) {
+    const int op = static_cast<int>(rng() % 100);
+    if (op < 35) {
+      std::string k = random_key(rng), v = random_value(rng, i);
+      ASSERT_TRUE(db->Put(k, v).ok());
+      now[k] = v;
+    } else if (op < 48) {
+      std::string k = random_key(rng);
+      ASSERT_TRUE(db->Delete(k).ok());
+      now.erase(k);
+    } else if (op < 56) {
+      WriteBatch batch;
+      kv_map after = now;
+      for (int n = 1 + static_cast<int>(rng() % 8); n > 0; --n) {
+        std::string k = random_key(rng);
+        if (rng() % 3 == 0) {
+          batch.Delete(k);
+          after.erase(k);
+        } else {
+          std::string v = random_value(rng, i);
+          batch.Put(k, v);
+          after[k] = v;
+        }
+      }
+      ASSERT_TRUE(db->Write(batch).ok());
+      now = std::move(after);
+    } else if (op < 76) {
+      const kv_map* view = &now;
+      ReadOptions ro;
+      if (!snapshots.empty() && rng() % 2 == 0) {
+        auto& s = snapshots[rng() % snapshots.size()];
+        ro.snapshot = s.first;
+        view = &s.second;
+      }
+      std::string k = random_key(rng), got;
+      Status s = db->Get(k, &got, ro);
+      auto it = view->find(k);
+      if (it == view->end()) {
+        ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
+      } else {
+        ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+        ASSERT_EQ(got, it->second) << k;
+      }
+    } else if (op < 80) {
+      if (snapshots.size() < 4) {
+        snapshots.emplace_back(db->GetSnapshot(), now);
+      } else {
+        std::size_t j = rng() % snapshots.size();
+        db->ReleaseSnapshot(snapshots[j].first);
+        snapshots.erase(snapshots.begin() + static_cast<std::ptrdiff_t>(j));
+      }
+    } else {
+      // A random walk with an iterator.
+      ReadOptions ro;
+      const kv_map* view = &now;
+      if (!snapshots.empty() && rng() % 2 == 0) {
+        auto& s = snapshots[rng() % snapshots.size()];
+        ro.snapshot = s.first;
+        view = &s.second;
+      }
+      if (rng() % 3 == 0) ro.lower_bound = random_key(rng);
+      if (rng() % 3 == 0) ro.upper_bound = random_key(rng);
+      auto it = db->NewIterator(ro);
+      reference_iterator ref(*view, ro);
+      for (int step = 0; step < 30; ++step) {
+        const int move = static_cast<int>(rng() % 10);
+        std::string t = random_key(rng);
+        if (!ref.valid() || move < 2) {
+          switch (rng() % 4) {
+            case 0: it->SeekToFirst(); ref.seek_to_first(); break;
+            case 1: it->SeekToLast(); ref.seek_to_last(); break;
+            case 2: it->Seek(t); ref.seek(t); break;
+            case 3: it->SeekForPrev(t); ref.seek_for_prev(t); break;
+          }
+        } else if (move < 6) {
+          it->Next();
+          ref.next();
+        } else {
+          it->Prev();
+          ref.prev();
+        }
+        ASSERT_EQ(it->Valid(), ref.valid()) << "step " << step << " of op " << i;
+        if (ref.valid()) {
+          ASSERT_EQ(it->key(), ref.key());
+          ASSERT_EQ(it->value(), ref.value());
+        }
+        ASSERT_TRUE(it->status().ok());
+      }
+    }
+  }
+  for (auto& s : snapshots) db->ReleaseSnapshot(s.first);
+  Stats stats = db->GetStats();
+  EXPECT_EQ(stats.live_keys, now.size());
+}
+
+TYPED_TEST(ModelTest, ReopenRecoversTheSameContent) {
+  kv_map expected;
+  {
+    auto db = open_in<TypeParam>(this->memory_);
+    ASSERT_TRUE(db);
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 3000; ++i) {
+      std::string k = random_key(rng);
+      if (rng() % 4 == 0) {
+        ASSERT_TRUE(db->Delete(k).ok());
+        expected.erase(k);
+      } else {
+        std::string v = random_value(rng, i);
+        ASSERT_TRUE(db->Put(k, v).ok());
+        expected[k] = v;
+      }
+    }
+  }
+  auto db = open_in<TypeParam>(this->memory_);
+  ASSERT_TRUE(db);
+  auto it = db->NewIterator();
+  auto e = expected.begin();
+  for (it->SeekToFirst(); it->Valid(); it->Next(), ++e) {
+    ASSERT_NE(e, expected.end());
+    EXPECT_EQ(it->key(), e->first);
+    EXPECT_EQ(it->value(), e->second);
+  }
+  EXPECT_EQ(e, expected.end());
+  Stats stats = db->GetStats();
+  EXPECT_EQ(stats.live_keys, expected.size());
+  EXPECT_GT(stats.recovered_versions, expected.size()) << "every version was recovered";
+  ASSERT_TRUE(db->Put("after-reopen", "x").ok());
+  std::string v;
+  ASSERT_TRUE(db->Get("after-reopen", &v).ok());
+  EXPECT_EQ(v, "x");
+}
+
+}  // namespace
