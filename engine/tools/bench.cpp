@@ -233,9 +233,33 @@ std::string json_number(double v) {
   return buf;
 }
 
+// Adds the first `count` workers' operations, times, latencies and finds to `r`; the wall
+// time runs from the earliest start to the latest finish.
+void add_workers(const std::vector<worker>& workers, std::size_t count, result* r) {
+  steady::time_point first = workers.front().start, last = workers.front().finish;
+  for (std::size_t i = 0; i < count; ++i) {
+    const worker& w = workers[i];
+    first = std::min(first, w.start);
+    last = std::max(last, w.finish);
+    r->ops += w.ops;
+    r->thread_seconds += seconds_between(w.start, w.finish);
+    r->latency.merge(w.latency);
+    if (r->found) *r->found += w.found;
+  }
+  r->seconds = seconds_between(first, last);
+}
+
+// The process's write-backs and fences between two GetStats() calls, per operation.
+void set_flushes(const Stats& before, const Stats& after, std::uint64_t ops, result* r) {
+  double n = double(std::max<std::uint64_t>(ops, 1));
+  r->pwb_per_op = double(after.pwb - before.pwb) / n;
+  r->pfence_per_op = double(after.pfence - before.pfence) / n;
+}
+
 class bench_runner {
  public:
-  explicit bench_runner(const bench_config& config) : config_(config), values_(config.value_size, 42) {}
+  explicit bench_runner(const bench_config& config)
+      : config_(config), values_(config.value_size, 42) {}
 
   int run();
 
@@ -245,16 +269,16 @@ class bench_runner {
   Status open_existing();
   Status open_fresh();
   Status run_one(std::string_view name, std::size_t position, result* r);
-  Status run_workers(std::size_t position, std::size_t count, const body& fn,
-                     std::vector<worker>* workers);
+  // Runs `fn` on `count` threads after a start barrier. The first min(count, --threads)
+  // workers split [0, total) into their [begin, end) shares; any others get none.
+  Status run_workers(std::size_t position, std::size_t count, std::uint64_t total,
+                     const body& fn, std::vector<worker>* workers);
   Status measure(std::string_view name, std::size_t position, const body& fn, result* r);
   Status run_readwhilewriting(std::size_t position, result* r);
   Status run_recover(std::size_t position, result* r);
   void print_header(const Stats& stats) const;
   void print_result(const result& r) const;
   Status write_json() const;
-
-  std::uint64_t pool_size() const { return pool_size_; }
 
   const bench_config& config_;
   value_source values_;
@@ -286,20 +310,19 @@ Status bench_runner::open_fresh() {
   return s;
 }
 
-Status bench_runner::run_workers(std::size_t position, std::size_t count, const body& fn,
-                                 std::vector<worker>* workers) {
+Status bench_runner::run_workers(std::size_t position, std::size_t count, std::uint64_t total,
+                                 const body& fn, std::vector<worker>* workers) {
   workers->resize(count);
   std::uint64_t shares = std::min<std::uint64_t>(count, config_.threads);
+  auto bound = [&](std::uint64_t t) {
+    return static_cast<std::uint64_t>(static_cast<uint128>(total) * t / shares);
+  };
   for (std::size_t i = 0; i < count; ++i) {
     worker& w = (*workers)[i];
     w.index = static_cast<unsigned>(i);
     if (i < shares) {
-      auto share = [&](std::uint64_t t) {
-        return static_cast<std::uint64_t>(static_cast<uint128>(config_.num) * t /
-                                          shares);
-      };
-      w.begin = share(i);
-      w.end = share(i + 1);
+      w.begin = bound(i);
+      w.end = bound(i + 1);
     }
     // A seed per benchmark and thread: readrandom after fillrandom draws other keys.
     w.random = random_source(1000 * (position + 1) + i);
@@ -341,22 +364,11 @@ Status bench_runner::measure(std::string_view name, std::size_t position, const 
   r->benchmark = std::string(name);
   Stats before = db_->GetStats();
   std::vector<worker> workers;
-  Status s = run_workers(position, config_.threads, fn, &workers);
+  Status s = run_workers(position, config_.threads, config_.num, fn, &workers);
   if (!s.ok()) return s;
   Stats after = db_->GetStats();
-  steady::time_point first = workers.front().start, last = workers.front().finish;
-  for (const worker& w : workers) {
-    first = std::min(first, w.start);
-    last = std::max(last, w.finish);
-    r->ops += w.ops;
-    r->thread_seconds += seconds_between(w.start, w.finish);
-    r->latency.merge(w.latency);
-    if (r->found) *r->found += w.found;
-  }
-  r->seconds = seconds_between(first, last);
-  double ops = double(std::max<std::uint64_t>(r->ops, 1));
-  r->pwb_per_op = double(after.pwb - before.pwb) / ops;
-  r->pfence_per_op = double(after.pfence - before.pfence) / ops;
+  add_workers(workers, workers.size(), r);
+  set_flushes(before, after, r->ops, r);
   return Status::OK();
 }
 
@@ -486,7 +498,7 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
   r->found = 0;
   Stats before = db.GetStats();
   std::vector<worker> workers;
-  Status s = run_workers(position, readers + 1, [&](worker& w, const std::atomic<bool>& stop) {
+  Status s = run_workers(position, readers + 1, num, [&](worker& w, const std::atomic<bool>& stop) {
     if (w.index == readers) {  // the writer
       while (readers_done.load(std::memory_order_relaxed) < readers && w.ops < num &&
              !stop.load(std::memory_order_relaxed)) {
@@ -511,21 +523,9 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
   }, &workers);
   if (!s.ok()) return s;
   Stats after = db.GetStats();
-  steady::time_point first = workers.front().start, last = workers.front().finish;
-  for (std::size_t i = 0; i < readers; ++i) {
-    const worker& w = workers[i];
-    first = std::min(first, w.start);
-    last = std::max(last, w.finish);
-    r->ops += w.ops;
-    r->thread_seconds += seconds_between(w.start, w.finish);
-    r->latency.merge(w.latency);
-    *r->found += w.found;
-  }
+  add_workers(workers, readers, r);
   r->writer_puts = workers.back().ops;
-  r->seconds = seconds_between(first, last);
-  double all_ops = double(std::max<std::uint64_t>(r->ops + *r->writer_puts, 1));
-  r->pwb_per_op = double(after.pwb - before.pwb) / all_ops;
-  r->pfence_per_op = double(after.pfence - before.pfence) / all_ops;
+  set_flushes(before, after, r->ops + *r->writer_puts, r);
   r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) +
                " found; writer: " + std::to_string(*r->writer_puts) + " puts)";
   return Status::OK();
@@ -556,8 +556,7 @@ Status bench_runner::run_recover(std::size_t position, result* r) {
   r->recovery_seconds = after.recovery_seconds;
   r->recovered_versions = after.recovered_versions;
   r->live_keys = after.live_keys;
-  r->pwb_per_op = double(after.pwb - before.pwb) / double(versions);
-  r->pfence_per_op = double(after.pfence - before.pfence) / double(versions);
+  set_flushes(before, after, versions, r);
 
   // The same number of distinct keys, shuffled, into a fresh pool of the same size.
   std::vector<std::uint64_t> order(versions);
@@ -573,27 +572,20 @@ Status bench_runner::run_recover(std::size_t position, result* r) {
   s = DB::Open(options, insert_pool.path, &fresh);
   if (!s.ok()) return s;
   std::vector<worker> workers;
-  const std::uint64_t threads = config_.threads;
-  s = run_workers(position, threads, [&](worker& w, const std::atomic<bool>& stop) {
+  s = run_workers(position, config_.threads, versions, [&](worker& w,
+                                                             const std::atomic<bool>& stop) {
     key_formatter keys(width);
-    std::uint64_t begin = static_cast<std::uint64_t>(
-        static_cast<uint128>(versions) * w.index / threads);
-    std::uint64_t end = static_cast<std::uint64_t>(
-        static_cast<uint128>(versions) * (w.index + 1) / threads);
-    for (std::uint64_t i = begin; i < end && !stop.load(std::memory_order_relaxed); ++i) {
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
       Status st = fresh->Put(keys.key(order[i]), values_.next(w.value_position));
       if (!st.ok()) return st;
     }
     return Status::OK();
   }, &workers);
   if (!s.ok()) return s;
-  steady::time_point first = workers.front().start, last = workers.front().finish;
-  for (const worker& w : workers) {
-    first = std::min(first, w.start);
-    last = std::max(last, w.finish);
-  }
   fresh.reset();
-  r->insert_seconds = seconds_between(first, last);
+  result insert;
+  add_workers(workers, workers.size(), &insert);
+  r->insert_seconds = insert.seconds;
   r->ratio = *r->insert_seconds > 0 ? *r->reopen_seconds / *r->insert_seconds : 0;
   char text[256];
   std::snprintf(text, sizeof text,
