@@ -222,6 +222,7 @@ struct policy {
   // Copies n bytes to dst as a private store of mode M (for keys, values, node bodies).
   template <access_mode M>
   static void write_range(void* dst, const void* src, std::size_t n, M) {
+    if (n == 0) return;
     {
       [[maybe_unused]] auto observed = Backend::observe({pv::access_kind::store, M::is_persisted, false}, dst, n);
       std::memcpy(dst, src, n);

@@ -1,0 +1,337 @@
+// The crash harness: runs a workload on a structure whose persistent memory is the pv model,
+// crashes it at chosen persistence events, recovers each durable image in a child process
+// and checks the recovered state against the history (crash/checkers.hpp).
+//
+// A campaign, step by step:
+//  1. The workload (crash/workload.hpp) is generated from the seed. A child process runs it
+//     to the end once, on a fresh structure in a pv::model region, to count the persistence
+//     events (pwb and pfence) it issues after the structure was created.
+//  2. Crash points are chosen: every event and the end of the run when there are at most
+//     `points` of them, otherwise a seeded sample of `points` (the end always among them).
+//  3. The workload runs again and is stopped at each point, at the event (before it takes
+//     effect): the durable images are taken (write-back none, all, and `random_images`
+//     seeded random subsets per cache line) into shared memory. Single-threaded runs are
+//     deterministic, so one run stops at every point in turn and waits while the parent
+//     checks; multi-threaded runs fork a new child per point, which exits at its point.
+//     Each thread logs into shared memory, before and after each operation, that it was
+//     invoked and what it returned.
+//  4. For each distinct image, a child (with a time limit per image; one child for all the
+//     images of a point unless one kills it) loads it into a model, runs the structure's
+//     recovery and reads its state, twice (the states must agree), then
+//     crashes right after recovery with no pending write-back, recovers that image and
+//     must read the same state again. A signal, an exception or the time limit is a failure
+//     of that image.
+//  5. The parent checks the state against the history; every failure prints a line with
+//     what replays it exactly (single-threaded runs are deterministic).
+//
+// Plugging a structure in: see docs/crash-testing.md. A subject is a class S built by a
+// factory `std::unique_ptr<S>(pv::model&, crashtest::start)` (by default S(model&, start)):
+// start::fresh lays out an empty structure in the model's region, start::recover runs its
+// recovery on the region's content. Its operations complete (operation_completion) before
+// they return. It models kv_subject, set_subject or map_subject below.
+//
+// Environment: CRASH_POINTS=n overrides `points` of every campaign; CRASH_SEED=s overrides
+// the workload seed; CRASH_SEEDS=n runs each campaign over n workload seeds from there (the
+// long campaign) and adds the results up; CRASH_REPLAY=event:writeback:seed checks that one
+// image only and prints the history and the recovered state.
+//
+// Thread safety: run campaigns from one thread (they fork). The subject's operations are
+// called from config.work.threads() threads at once when that is more than one.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "crash/checkers.hpp"
+#include "crash/workload.hpp"
+#include "pv_interface/model.hpp"
+
+namespace crashtest {
+
+// How a subject is built in a region.
+enum class start : std::uint8_t {
+  fresh,    // lay out an empty structure (the harness then makes the region durable)
+  recover,  // the region holds a crash image: recover from it
+};
+
+// Thrown by a subject's state() (or recovery) when the structure is broken: a cycle, keys
+// out of order, a node reachable twice, a pointer outside the region.
+class invariant_violation : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The result of a get: the value found and the version of that value (0 when unknown).
+struct kv_read {
+  bool found = false;
+  std::uint64_t value = 0;
+  std::uint64_t version = 0;
+};
+
+// A key-value store with versions. put/del/write_batch return the version the store assigned
+// (nonzero); state() lists the live keys with their values and versions.
+template <class S>
+concept kv_subject = requires(S& s, const S& cs, std::uint64_t key, std::uint64_t value) {
+  { s.put(key, value) } -> std::same_as<std::uint64_t>;
+  { s.del(key) } -> std::same_as<std::uint64_t>;
+  { s.get(key) } -> std::same_as<kv_read>;
+  { cs.state() } -> std::same_as<std::vector<kv_entry>>;
+};
+
+// A key-value store that also applies batches atomically (entries have distinct keys).
+template <class S>
+concept kv_batch_subject = kv_subject<S> && requires(S& s, std::span<const kv_write> entries) {
+  { s.write_batch(entries) } -> std::same_as<std::uint64_t>;
+};
+
+// A set of keys. insert/remove return whether they changed the set.
+template <class S>
+concept set_subject = requires(S& s, const S& cs, std::uint64_t key) {
+  { s.insert(key) } -> std::same_as<bool>;
+  { s.remove(key) } -> std::same_as<bool>;
+  { s.contains(key) } -> std::same_as<bool>;
+  { cs.state() } -> std::same_as<std::vector<std::uint64_t>>;
+};
+
+// A map with insert-if-absent. state() lists (key, value) pairs; versions are ignored.
+template <class S>
+concept map_subject = requires(S& s, const S& cs, std::uint64_t key, std::uint64_t value) {
+  { s.insert(key, value) } -> std::same_as<bool>;
+  { s.remove(key) } -> std::same_as<bool>;
+  { s.get(key) } -> std::same_as<std::optional<std::uint64_t>>;
+  { cs.state() } -> std::same_as<std::vector<kv_entry>>;
+};
+
+// Sets and maps may declare `static constexpr bool ordered = true;`: state() is then
+// required to list keys in ascending order.
+template <class S>
+constexpr bool ordered_subject() {
+  if constexpr (requires { S::ordered; }) {
+    return S::ordered;
+  } else {
+    return false;
+  }
+}
+
+// The default factory: S(model, how).
+template <class S>
+struct construct {
+  std::unique_ptr<S> operator()(pv::model& m, start how) const {
+    return std::make_unique<S>(m, how);
+  }
+};
+
+struct campaign_config {
+  std::string subject;  // printed: the structure
+  std::string config;   // printed: its configuration (placement, mode, ...)
+  workload_config work;
+  std::uint64_t workload_seed = 1;
+  std::size_t region_bytes = 128 << 10;  // the model's region (each image is this large)
+  std::size_t points = 300;      // crash points to check (CRASH_POINTS overrides)
+  unsigned random_images = 2;    // random write-back images per point, besides none and all
+  std::chrono::milliseconds recovery_timeout{10000};  // per recovery child
+  std::chrono::milliseconds workload_timeout{60000};  // per workload child
+  // Multi-threaded runs: the thread that reaches the crash event waits there until the
+  // other threads complete `stall_ops` more operations (or stall_timeout passes), so that
+  // what they observe of its unfinished operation is in the history.
+  unsigned stall_ops = 0;
+  std::chrono::milliseconds stall_timeout{10};
+  std::size_t stop_after_failures = 0;  // stop the campaign after this many (0: never)
+  std::size_t max_state_entries = 1 << 14;  // capacity for a recovered state
+  bool print_failures = true;  // print each failure (the first few in full)
+};
+
+// One image that failed.
+struct failure {
+  std::uint64_t event = 0;  // crash event; == campaign_result::events: after the run
+  pv::writeback writeback = pv::writeback::none;
+  std::uint64_t writeback_seed = 0;
+  std::vector<std::string> problems;
+  std::string replay;  // the environment and command that check this image again
+};
+
+struct campaign_result {
+  std::uint64_t events = 0;        // persistence events of the counting run (summed over seeds)
+  std::size_t budget = 0;          // points asked for: config.points or CRASH_POINTS (summed
+                                   // over seeds)
+  std::size_t points = 0;          // crash points run
+  std::size_t points_past_end = 0; // multi-threaded points whose run ended before the event
+  std::size_t images = 0;          // distinct images recovered and checked
+  std::size_t failed = 0;          // images that failed
+  std::size_t failed_points = 0;   // points with at least one failed image
+  std::vector<failure> failures;   // the first ones, in full
+  // "crash: <subject> <config>: N points, M images, F failed (...)"
+  std::string summary;
+
+  // Whether a problem of a recorded failure contains `text`.
+  bool any_problem_contains(std::string_view text) const;
+};
+
+namespace detail {
+
+// What a workload child sees: the model, and the log of what its threads do.
+class child_context {
+ public:
+  virtual ~child_context() = default;
+  virtual pv::model& model() = 0;
+  // Counts events from here on and arms the crash point. REQUIRES: the subject is built.
+  virtual void arm() = 0;
+  // Logs that thread t invokes its operation i; does not return once the run crashed.
+  virtual void invoked(unsigned thread, std::size_t op) = 0;
+  // Logs the result of thread t's operation i, unless the run already crashed.
+  virtual void completed(unsigned thread, std::size_t op, const op_outcome& result) = 0;
+  // Ends the run as failed (an operation threw on a worker thread).
+  [[noreturn]] virtual void fail(const std::string& why) = 0;
+};
+
+using workload_body = std::function<void(child_context&, const workload&)>;
+using recovery_body = std::function<std::vector<kv_entry>(pv::model&)>;
+using state_check = std::function<std::vector<std::string>(
+    const workload&, const history&, const std::vector<kv_entry>&)>;
+
+campaign_result run_campaign(const campaign_config& config, workload_family family,
+                             const workload_body& run, const recovery_body& recover,
+                             const state_check& check);
+
+// Runs every thread's operations of w, logging each (two indirect calls per operation, next
+// to the model's locking for every access they are noise).
+template <class Perform>
+void run_threads(child_context& ctx, const workload& w, Perform perform) {
+  const bool several = w.threads.size() > 1;
+  auto one = [&](unsigned t) {
+    for (std::size_t i = 0; i < w.threads[t].size(); ++i) {
+      ctx.invoked(t, i);
+      op_outcome out;
+      perform(w.threads[t][i], out);
+      ctx.completed(t, i, out);
+      // Operations are short: without this, one thread often runs its whole list within
+      // one time slice, and the threads never interleave.
+      if (several) std::this_thread::yield();
+    }
+  };
+  if (w.threads.size() == 1) {
+    one(0);
+    return;
+  }
+  // All threads start together: the first one created must not run its whole list alone.
+  std::atomic<std::size_t> ready{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < w.threads.size(); ++t) {
+    pool.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < w.threads.size()) std::this_thread::yield();
+      try {
+        one(t);
+      } catch (const std::exception& e) {
+        ctx.fail("thread " + std::to_string(t) +
+                 " threw: " + e.what());
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+// The workload child's body: build S fresh, make it durable, arm, run. `perform(s, op, w,
+// out)` is called directly (no type erasure per operation).
+template <class S, class Factory, class Perform>
+workload_body body_for(Factory make, Perform perform) {
+  return [make, perform](child_context& ctx, const workload& w) {
+    std::unique_ptr<S> s = make(ctx.model(), start::fresh);
+    ctx.model().persist_all();
+    ctx.arm();
+    run_threads(ctx, w, [&](const operation& o, op_outcome& out) { perform(*s, o, w, out); });
+  };
+}
+
+}  // namespace detail
+
+// A campaign on a key-value store, checked by check_kv.
+template <kv_subject S, class Factory = construct<S>>
+campaign_result run_kv_campaign(const campaign_config& config, Factory make = {}) {
+  if (config.work.batch_percent > 0 && !kv_batch_subject<S>) {
+    throw std::invalid_argument(config.subject +
+                                ": the subject has no write_batch; set work.batch_percent = 0");
+  }
+  auto perform = [](S& s, const operation& o, const workload& w, op_outcome& out) {
+    switch (o.kind) {
+      case op_kind::put: out.version = s.put(o.key, o.value); break;
+      case op_kind::del: out.version = s.del(o.key); break;
+      case op_kind::get: {
+        kv_read r = s.get(o.key);
+        out.found = r.found;
+        out.value = r.value;
+        out.version = r.version;
+        break;
+      }
+      case op_kind::batch:
+        if constexpr (kv_batch_subject<S>) {
+          out.version = s.write_batch(
+              std::span<const kv_write>(w.batch_entries.data() + o.batch_first, o.batch_size));
+        }
+        break;
+      default: break;
+    }
+  };
+  auto recover = [make](pv::model& m) { return make(m, start::recover)->state(); };
+  return detail::run_campaign(config, workload_family::kv, detail::body_for<S>(make, perform),
+                              recover, check_kv);
+}
+
+// A campaign on a set or a map, checked by check_map.
+template <class S, class Factory = construct<S>>
+  requires set_subject<S> || map_subject<S>
+campaign_result run_set_campaign(const campaign_config& config, Factory make = {}) {
+  auto perform = [](S& s, const operation& o, const workload&, op_outcome& out) {
+    switch (o.kind) {
+      case op_kind::insert:
+        if constexpr (map_subject<S>) {
+          out.found = s.insert(o.key, o.value);
+        } else {
+          out.found = s.insert(o.key);
+        }
+        break;
+      case op_kind::remove: out.found = s.remove(o.key); break;
+      case op_kind::contains:
+        if constexpr (map_subject<S>) {
+          std::optional<std::uint64_t> v = s.get(o.key);
+          out.found = v.has_value();
+          out.value = v.value_or(0);
+        } else {
+          out.found = s.contains(o.key);
+        }
+        break;
+      default: break;
+    }
+  };
+  auto recover = [make](pv::model& m) {
+    std::unique_ptr<S> s = make(m, start::recover);
+    if constexpr (map_subject<S>) {
+      return s->state();
+    } else {
+      std::vector<kv_entry> entries;
+      for (std::uint64_t key : s->state()) entries.push_back({key, 0, 0});
+      return entries;
+    }
+  };
+  map_check_options options{.values = map_subject<S>, .ordered = ordered_subject<S>()};
+  auto check = [options](const workload& w, const history& h,
+                         const std::vector<kv_entry>& state) {
+    return check_map(w, h, state, options);
+  };
+  return detail::run_campaign(config, workload_family::set, detail::body_for<S>(make, perform),
+                              recover, check);
+}
+
+}  // namespace crashtest

@@ -1,0 +1,122 @@
+// Workloads and histories for the crash harness.
+//
+// A workload is a list of operations per thread, generated from a seed, so that the parent
+// process (which checks) and the crashed child (which runs) agree on it without sending it.
+// A history is what the child recorded about each operation before it crashed: not invoked,
+// invoked but not completed (pending), or completed with its result, with logical
+// timestamps that give the real-time order between operations of different threads.
+//
+// Values are unique per write: value_id(thread, op, entry) encodes who wrote it, so a
+// recovered value names exactly one write (a value no write produced is caught).
+//
+// Thread safety: plain values; no sharing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crashtest {
+
+enum class op_kind : std::uint8_t {
+  // key-value stores
+  put,
+  del,
+  get,
+  batch,
+  // sets and maps
+  insert,
+  remove,
+  contains,
+};
+
+const char* to_string(op_kind k);
+
+// One entry of a write batch.
+struct kv_write {
+  std::uint64_t key = 0;
+  std::uint64_t value = 0;  // unique, nonzero; 0 for a delete
+  bool del = false;
+};
+
+struct operation {
+  op_kind kind = op_kind::get;
+  std::uint64_t key = 0;    // keys are 1 .. key_space (0 is never used: an erased node has it)
+  std::uint64_t value = 0;  // put, insert: unique and nonzero
+  std::uint32_t batch_first = 0;  // batch: entries [batch_first, batch_first + batch_size)
+  std::uint32_t batch_size = 0;   //        of workload::batch_entries, distinct keys
+};
+
+// The value written by entry `entry` of operation `op` of thread `thread`: unique and nonzero.
+constexpr std::uint64_t value_id(std::uint32_t thread, std::uint32_t op, std::uint32_t entry) {
+  return (std::uint64_t{thread + 1} << 48) | (std::uint64_t{op} << 16) | entry;
+}
+
+// What threads do. Writers draw from the mix; readers only read (get / contains).
+struct workload_config {
+  unsigned writer_threads = 1;
+  unsigned reader_threads = 0;
+  std::size_t ops_per_writer = 40;
+  std::size_t ops_per_reader = 200;
+  std::uint64_t key_space = 8;
+  // Writers' mix in percent; what is left over are reads. Key-value workloads use put, del
+  // and batch; set and map workloads use put as insert and del as remove.
+  unsigned put_percent = 55;
+  unsigned del_percent = 20;
+  unsigned batch_percent = 10;
+  unsigned max_batch = 4;  // entries per batch: 2 .. max_batch, distinct keys
+
+  unsigned threads() const { return writer_threads + reader_threads; }
+  std::size_t ops_of(unsigned thread) const {
+    return thread < writer_threads ? ops_per_writer : ops_per_reader;
+  }
+  std::size_t max_ops() const;
+  // A short label: "w1r0 o40 k8".
+  std::string describe() const;
+};
+
+enum class workload_family : std::uint8_t { kv, set };
+
+struct workload {
+  std::vector<std::vector<operation>> threads;
+  std::vector<kv_write> batch_entries;
+};
+
+// Generates the same workload for the same (config, family, seed).
+workload make_workload(const workload_config& config, workload_family family,
+                       std::uint64_t seed);
+
+// ---- histories ---------------------------------------------------------------------------
+
+enum class op_status : std::uint8_t { not_invoked, pending, completed };
+
+struct op_outcome {
+  op_status status = op_status::not_invoked;
+  bool found = false;           // get / contains / insert / remove result
+  std::uint64_t value = 0;      // get: the value returned
+  std::uint64_t version = 0;    // put / del / batch: the version assigned; get: the version
+                                // of the value returned; 0: unknown
+  std::uint64_t invoke_ts = 0;  // logical time of invocation
+  std::uint64_t complete_ts = 0;  // logical time of completion (completed only)
+};
+
+struct history {
+  std::vector<std::vector<op_outcome>> threads;  // threads[t][i]: operation i of thread t
+
+  // Operation a happened before operation b in real time (a completed before b began).
+  static bool precedes(const op_outcome& a, const op_outcome& b) {
+    return a.status == op_status::completed && b.status != op_status::not_invoked &&
+           a.complete_ts < b.invoke_ts;
+  }
+};
+
+// A recovered key-value pair, as a subject reports its state.
+struct kv_entry {
+  std::uint64_t key = 0;
+  std::uint64_t value = 0;
+  std::uint64_t version = 0;  // key-value stores: the version of the live value
+  friend bool operator==(const kv_entry&, const kv_entry&) = default;
+};
+
+}  // namespace crashtest

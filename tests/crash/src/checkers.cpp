@@ -1,0 +1,475 @@
+#include "crash/checkers.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace crashtest {
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+  std::ostringstream s;
+  s << "0x" << std::hex << v;
+  return s.str();
+}
+
+const char* status_name(op_status s) {
+  switch (s) {
+    case op_status::not_invoked: return "not invoked";
+    case op_status::pending: return "pending";
+    case op_status::completed: return "completed";
+  }
+  return "?";
+}
+
+// Who wrote a value, if it is a value_id().
+std::string value_origin(std::uint64_t v) {
+  std::uint64_t thread = v >> 48;
+  if (v == 0 || thread == 0) return "not a value any workload writes";
+  std::ostringstream s;
+  s << "would be thread " << thread - 1 << " op " << ((v >> 16) & 0xffffffff) << " entry "
+    << (v & 0xffff);
+  return s.str();
+}
+
+std::uint64_t op_id(unsigned thread, std::size_t op) {
+  return (std::uint64_t{thread} << 32) | op;
+}
+
+}  // namespace
+
+std::string describe_op(const workload& w, unsigned thread, std::size_t op) {
+  const operation& o = w.threads[thread][op];
+  std::ostringstream s;
+  s << "thread " << thread << " op " << op << " (" << to_string(o.kind);
+  if (o.kind == op_kind::batch) {
+    s << " [";
+    for (std::uint32_t e = 0; e < o.batch_size; ++e) {
+      const kv_write& k = w.batch_entries[o.batch_first + e];
+      s << (e ? ", " : "") << (k.del ? "del " : "put ") << k.key;
+      if (!k.del) s << "=" << hex(k.value);
+    }
+    s << "]";
+  } else {
+    s << " key " << o.key;
+    if (o.value != 0) s << " value " << hex(o.value);
+  }
+  s << ")";
+  return s.str();
+}
+
+// ---- key-value stores --------------------------------------------------------------------
+
+namespace {
+
+struct kv_write_ref {
+  unsigned thread;
+  std::size_t op;
+  kv_write write;
+  const op_outcome* outcome;
+  bool batch;
+};
+
+enum class required_by : std::uint8_t { completion, read, batch };
+
+const char* reason(required_by r) {
+  switch (r) {
+    case required_by::completion: return "which completed";
+    case required_by::read: return "whose value a completed get returned";
+    case required_by::batch: return "whose batch survived in part, so must survive whole";
+  }
+  return "?";
+}
+
+struct kv_floor {
+  std::uint64_t version;
+  std::size_t write;
+  required_by why;
+};
+
+class kv_checker {
+ public:
+  kv_checker(const workload& w, const history& h) : w_(w), h_(h) { index(); }
+
+  std::vector<std::string> check(const std::vector<kv_entry>& recovered) {
+    match(recovered);
+    required();
+    for (const auto& [key, writes] : by_key_) check_key(key);
+    return std::move(problems_);
+  }
+
+ private:
+  std::string who(std::size_t wi) const {
+    const kv_write_ref& r = writes_[wi];
+    std::ostringstream s;
+    s << describe_op(w_, r.thread, r.op) << " [" << status_name(r.outcome->status);
+    if (r.outcome->status == op_status::completed) s << ", version " << r.outcome->version;
+    s << "]";
+    return s.str();
+  }
+
+  void problem(std::string p) { problems_.push_back(std::move(p)); }
+
+  void add(unsigned t, std::size_t i, const kv_write& k, bool batch) {
+    std::size_t wi = writes_.size();
+    writes_.push_back({t, i, k, &h_.threads[t][i], batch});
+    by_key_[k.key].push_back(wi);
+    if (!k.del) by_value_[k.value] = wi;
+  }
+
+  void index() {
+    bool reported_missing_version = false;
+    for (unsigned t = 0; t < w_.threads.size(); ++t) {
+      for (std::size_t i = 0; i < w_.threads[t].size(); ++i) {
+        const operation& o = w_.threads[t][i];
+        const op_outcome& out = h_.threads[t][i];
+        if (out.status == op_status::not_invoked) continue;
+        bool writes = true;
+        switch (o.kind) {
+          case op_kind::put: add(t, i, {o.key, o.value, false}, false); break;
+          case op_kind::del: add(t, i, {o.key, 0, true}, false); break;
+          case op_kind::batch:
+            for (std::uint32_t e = 0; e < o.batch_size; ++e) {
+              add(t, i, w_.batch_entries[o.batch_first + e], true);
+            }
+            break;
+          default: writes = false; break;
+        }
+        if (!writes || out.status != op_status::completed) continue;
+        if (out.version == 0) {
+          if (!reported_missing_version) {
+            problem("the subject reported no version for completed " + describe_op(w_, t, i) +
+                    ": key-value subjects must return the version they assign");
+            reported_missing_version = true;
+          }
+          continue;
+        }
+        auto [it, fresh] = version_owner_.try_emplace(out.version, op_id(t, i));
+        if (!fresh && it->second != op_id(t, i)) {
+          problem("version " + std::to_string(out.version) + " was assigned to both " +
+                  describe_op(w_, t, i) + " and " +
+                  describe_op(w_, static_cast<unsigned>(it->second >> 32),
+                              it->second & 0xffffffff));
+        }
+      }
+    }
+  }
+
+  // The version a write is known to have: assigned (completed) or learned from the state.
+  std::uint64_t version_of(std::size_t wi) const {
+    const kv_write_ref& r = writes_[wi];
+    if (r.outcome->status == op_status::completed) return r.outcome->version;
+    auto it = learned_.find(op_id(r.thread, r.op));
+    return it == learned_.end() ? 0 : it->second;
+  }
+
+  void match(const std::vector<kv_entry>& recovered) {
+    for (const kv_entry& e : recovered) {
+      if (!recovered_.try_emplace(e.key, e).second) {
+        problem("key " + std::to_string(e.key) + " is reported twice");
+        continue;
+      }
+      auto it = by_value_.find(e.value);
+      if (it == by_value_.end() || writes_[it->second].write.key != e.key) {
+        std::string origin = it == by_value_.end()
+                                 ? value_origin(e.value)
+                                 : "written to key " +
+                                       std::to_string(writes_[it->second].write.key) + " by " +
+                                       who(it->second);
+        problem("key " + std::to_string(e.key) + " holds value " + hex(e.value) +
+                " (version " + std::to_string(e.version) +
+                ") that no invoked write of this key produced: " + origin);
+        continue;
+      }
+      std::size_t wi = it->second;
+      const kv_write_ref& r = writes_[wi];
+      matched_[e.key] = wi;
+      if (r.outcome->status == op_status::completed && r.outcome->version != 0) {
+        if (r.outcome->version != e.version) {
+          problem("key " + std::to_string(e.key) + " holds value " + hex(e.value) +
+                  " with version " + std::to_string(e.version) + ", but " + who(wi) +
+                  " was assigned version " + std::to_string(r.outcome->version));
+        }
+        continue;
+      }
+      auto owner = version_owner_.find(e.version);
+      if (owner != version_owner_.end() && owner->second != op_id(r.thread, r.op)) {
+        problem("key " + std::to_string(e.key) + " holds value " + hex(e.value) + " of " +
+                who(wi) + " with version " + std::to_string(e.version) +
+                ", a version assigned to " +
+                describe_op(w_, static_cast<unsigned>(owner->second >> 32),
+                            owner->second & 0xffffffff));
+      }
+      auto [l, fresh] = learned_.try_emplace(op_id(r.thread, r.op), e.version);
+      if (!fresh && l->second != e.version) {
+        problem("entries of " + describe_op(w_, r.thread, r.op) +
+                " were recovered with two versions, " + std::to_string(l->second) + " and " +
+                std::to_string(e.version));
+      }
+      if (r.batch) survived_batches_.insert(op_id(r.thread, r.op));
+    }
+  }
+
+  void raise(std::size_t wi, std::uint64_t version, required_by why) {
+    std::uint64_t key = writes_[wi].write.key;
+    auto [it, fresh] = floors_.try_emplace(key, kv_floor{version, wi, why});
+    if (!fresh && version > it->second.version) it->second = {version, wi, why};
+  }
+
+  // Every write of the batch `id` with the batch's version (or as unknown-version required).
+  void require_batch(std::uint64_t id, std::uint64_t version, required_by why,
+                     const op_outcome* reader) {
+    for (std::size_t wi = 0; wi < writes_.size(); ++wi) {
+      if (op_id(writes_[wi].thread, writes_[wi].op) != id) continue;
+      if (version != 0) {
+        raise(wi, version, why);
+      } else {
+        unknown_[writes_[wi].write.key].push_back({wi, reader});
+      }
+    }
+  }
+
+  void required() {
+    for (std::size_t wi = 0; wi < writes_.size(); ++wi) {
+      if (writes_[wi].outcome->status == op_status::completed && version_of(wi) != 0) {
+        raise(wi, version_of(wi), required_by::completion);
+      }
+    }
+    for (std::uint64_t id : survived_batches_) {
+      require_batch(id, learned_.at(id), required_by::batch, nullptr);
+    }
+    for (unsigned t = 0; t < w_.threads.size(); ++t) {
+      for (std::size_t i = 0; i < w_.threads[t].size(); ++i) {
+        const operation& o = w_.threads[t][i];
+        const op_outcome& out = h_.threads[t][i];
+        if (o.kind != op_kind::get || out.status != op_status::completed || !out.found) {
+          continue;
+        }
+        auto it = by_value_.find(out.value);
+        if (it == by_value_.end() || writes_[it->second].write.key != o.key) {
+          problem(describe_op(w_, t, i) + " returned value " + hex(out.value) +
+                  " that no invoked write of this key produced");
+          continue;
+        }
+        std::size_t wi = it->second;
+        std::uint64_t version = out.version != 0 ? out.version : version_of(wi);
+        if (writes_[wi].outcome->status == op_status::completed && out.version != 0 &&
+            out.version != writes_[wi].outcome->version) {
+          problem(describe_op(w_, t, i) + " returned version " + std::to_string(out.version) +
+                  " for the value of " + who(wi));
+        }
+        require_batch(op_id(writes_[wi].thread, writes_[wi].op), version, required_by::read,
+                      &out);
+      }
+    }
+  }
+
+  // A delete of `key` that may be the newest surviving write after `floor`.
+  bool later_delete_possible(std::uint64_t key, const kv_floor* floor,
+                             const kv_write_ref* after) const {
+    for (std::size_t wi : by_key_.at(key)) {
+      const kv_write_ref& d = writes_[wi];
+      if (!d.write.del) continue;
+      if (floor != nullptr && wi == floor->write) return true;
+      std::uint64_t v = version_of(wi);
+      bool newer = v == 0 ? d.outcome->status != op_status::completed
+                          : (floor == nullptr || v > floor->version);
+      if (after != nullptr && history::precedes(*d.outcome, *after->outcome)) newer = false;
+      if (newer) return true;
+    }
+    return false;
+  }
+
+  void check_key(std::uint64_t key) {
+    const kv_floor* floor = nullptr;
+    if (auto f = floors_.find(key); f != floors_.end()) floor = &f->second;
+    const std::vector<std::pair<std::size_t, const op_outcome*>>* unknown = nullptr;
+    if (auto u = unknown_.find(key); u != unknown_.end()) unknown = &u->second;
+    auto rec = recovered_.find(key);
+    std::string k = "key " + std::to_string(key);
+    if (rec == recovered_.end()) {
+      if (floor != nullptr && !later_delete_possible(key, floor, nullptr)) {
+        problem(k + " is absent, but " + who(floor->write) + " " + reason(floor->why) +
+                " must survive (version " + std::to_string(floor->version) + ")");
+      }
+      if (unknown != nullptr) {
+        for (const auto& [wi, reader] : *unknown) {
+          if (!writes_[wi].write.del && !later_delete_possible(key, nullptr, &writes_[wi])) {
+            problem(k + " is absent, but " + who(wi) + " " + reason(required_by::read) +
+                    " must survive");
+          }
+        }
+      }
+      return;
+    }
+    auto m = matched_.find(key);
+    if (m == matched_.end()) return;  // an invented value, already reported
+    std::size_t wi = m->second;
+    const kv_entry& e = rec->second;
+    if (floor != nullptr) {
+      if (e.version < floor->version) {
+        problem(k + " holds " + hex(e.value) + " of " + who(wi) + " at version " +
+                std::to_string(e.version) + ", older than " + who(floor->write) + " " +
+                reason(floor->why) + " (version " + std::to_string(floor->version) + ")");
+      } else if (e.version == floor->version && wi != floor->write) {
+        problem(k + " holds " + hex(e.value) + " of " + who(wi) + " at version " +
+                std::to_string(e.version) + ", the version of " + who(floor->write));
+      }
+    }
+    if (unknown != nullptr) {
+      for (const auto& [ri, reader] : *unknown) {
+        if (ri != wi && history::precedes(*writes_[wi].outcome, *writes_[ri].outcome)) {
+          problem(k + " holds " + hex(e.value) + " of " + who(wi) + ", which completed before " +
+                  who(ri) + " began; the latter " + reason(required_by::read) +
+                  " and must survive");
+        }
+      }
+    }
+  }
+
+  const workload& w_;
+  const history& h_;
+  std::vector<kv_write_ref> writes_;
+  std::map<std::uint64_t, std::vector<std::size_t>> by_key_;
+  std::unordered_map<std::uint64_t, std::size_t> by_value_;
+  std::unordered_map<std::uint64_t, std::uint64_t> version_owner_;  // version -> op id
+  std::unordered_map<std::uint64_t, std::uint64_t> learned_;        // op id -> version
+  std::unordered_set<std::uint64_t> survived_batches_;
+  std::unordered_map<std::uint64_t, kv_entry> recovered_;
+  std::unordered_map<std::uint64_t, std::size_t> matched_;
+  std::unordered_map<std::uint64_t, kv_floor> floors_;
+  std::unordered_map<std::uint64_t, std::vector<std::pair<std::size_t, const op_outcome*>>>
+      unknown_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+std::vector<std::string> check_kv(const workload& w, const history& h,
+                                  const std::vector<kv_entry>& recovered) {
+  return kv_checker(w, h).check(recovered);
+}
+
+// ---- sets and maps -----------------------------------------------------------------------
+
+namespace {
+
+// The state of one key after an operation: absent, present with a known value, or present
+// with whichever value an earlier insert left.
+struct key_state {
+  bool present = false;
+  std::optional<std::uint64_t> value;
+  std::size_t thread = 0, op = 0;  // the operation that leaves it
+  bool initial = false;
+
+  bool allows(bool rec_present, std::uint64_t rec_value, bool values) const {
+    if (present != rec_present) return false;
+    return !present || !values || !value || *value == rec_value;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> check_map(const workload& w, const history& h,
+                                   const std::vector<kv_entry>& recovered,
+                                   map_check_options options) {
+  std::vector<std::string> problems;
+  struct op_ref {
+    unsigned thread;
+    std::size_t op;
+  };
+  std::map<std::uint64_t, std::vector<op_ref>> by_key;
+  std::unordered_map<std::uint64_t, std::unordered_set<std::uint64_t>> inserted;  // key -> values
+  for (unsigned t = 0; t < w.threads.size(); ++t) {
+    for (std::size_t i = 0; i < w.threads[t].size(); ++i) {
+      const operation& o = w.threads[t][i];
+      if (h.threads[t][i].status == op_status::not_invoked) continue;
+      by_key[o.key].push_back({t, i});
+      if (o.kind == op_kind::insert) inserted[o.key].insert(o.value);
+    }
+  }
+
+  std::unordered_map<std::uint64_t, const kv_entry*> rec;
+  for (std::size_t n = 0; n < recovered.size(); ++n) {
+    const kv_entry& e = recovered[n];
+    if (!rec.try_emplace(e.key, &e).second) {
+      problems.push_back("key " + std::to_string(e.key) + " is reported twice");
+    }
+    if (options.ordered && n > 0 && recovered[n - 1].key >= e.key) {
+      problems.push_back("keys out of order: " + std::to_string(recovered[n - 1].key) +
+                         " before " + std::to_string(e.key));
+    }
+    auto ins = inserted.find(e.key);
+    if (ins == inserted.end()) {
+      problems.push_back("key " + std::to_string(e.key) + " is present but was never inserted");
+    } else if (options.values && !ins->second.contains(e.value)) {
+      problems.push_back("key " + std::to_string(e.key) + " holds value " + hex(e.value) +
+                         " that no insert of this key wrote");
+    }
+  }
+
+  for (const auto& [key, ops] : by_key) {
+    std::vector<key_state> candidates;
+    bool any_completed = false;
+    for (const op_ref& r : ops) {
+      const op_outcome& out = h.threads[r.thread][r.op];
+      if (out.status == op_status::completed) any_completed = true;
+    }
+    for (const op_ref& r : ops) {
+      const operation& o = w.threads[r.thread][r.op];
+      const op_outcome& out = h.threads[r.thread][r.op];
+      key_state s{.thread = r.thread, .op = r.op};
+      bool completed = out.status == op_status::completed;
+      switch (o.kind) {
+        case op_kind::insert:
+          s.present = true;
+          if (!completed || out.found) s.value = o.value;  // a failed insert changes nothing
+          break;
+        case op_kind::remove: s.present = false; break;
+        case op_kind::contains:
+          if (!completed) continue;  // a pending read tells nothing
+          s.present = out.found;
+          if (out.found) s.value = out.value;
+          break;
+        default: continue;
+      }
+      if (completed) {
+        bool overtaken = std::any_of(ops.begin(), ops.end(), [&](const op_ref& p) {
+          return history::precedes(out, h.threads[p.thread][p.op]) &&
+                 h.threads[p.thread][p.op].status == op_status::completed;
+        });
+        if (overtaken) continue;
+      }
+      candidates.push_back(s);
+    }
+    if (!any_completed) candidates.push_back({.initial = true});
+
+    auto it = rec.find(key);
+    bool present = it != rec.end();
+    std::uint64_t value = present ? it->second->value : 0;
+    bool allowed = std::any_of(candidates.begin(), candidates.end(), [&](const key_state& s) {
+      return s.allows(present, value, options.values);
+    });
+    if (allowed) continue;
+    std::ostringstream s;
+    s << "key " << key << " is " << (present ? "present" : "absent");
+    if (present && options.values) s << " with value " << hex(value);
+    s << "; allowed are the states after:";
+    for (const key_state& c : candidates) {
+      s << "\n    " << (c.initial ? std::string("the start (absent)")
+                                  : describe_op(w, static_cast<unsigned>(c.thread), c.op) +
+                                        " [" +
+                                        status_name(h.threads[c.thread][c.op].status) + "]")
+        << " -> " << (c.present ? "present" : "absent");
+    }
+    problems.push_back(s.str());
+  }
+  return problems;
+}
+
+}  // namespace crashtest
