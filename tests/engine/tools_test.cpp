@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <random>
@@ -36,8 +35,12 @@ struct outcome {
 };
 
 std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  std::ifstream f(p, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  std::string bytes(static_cast<std::size_t>(f.tellg()), '\0');
+  f.seekg(0);
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
 }
 
 void write_file(const fs::path& p, std::string_view bytes) {
