@@ -4,9 +4,9 @@
 // one, so caches turn over as in a structure that keeps a working set (items/s counts
 // allocate+free pairs).
 //
-// The pool file is /dev/shm/flint-alloc-bench-<pid>.pool (removed at exit). Its store
-// granularity is in each persistent benchmark's label; PMEM2_FORCE_GRANULARITY=CACHE_LINE
-// makes /dev/shm behave as DAX memory.
+// The pool files are /dev/shm/flint-alloc-bench-*-<pid>.pool (removed at exit). The store
+// granularity is in each persistent benchmark's label (allocation writes nothing durable,
+// so it does not change these figures).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
