@@ -24,8 +24,8 @@ std::string offset_text(std::uint64_t offset) { return "offset " + std::to_strin
 
 heap_core::heap_core(const pool& p, const persist_ops& ops)
     : base_(p.base()),
-      heap_offset_(p.header().heap_offset),
-      chunk_count_(p.header().chunk_count),
+      heap_offset_(p.heap_begin()),
+      chunk_count_((p.heap_end() - p.heap_begin()) >> format::chunk_shift),
       ops_(ops),
       pool_name_(p.name()),
       chunk_class_(std::make_unique<std::atomic<std::uint8_t>[]>(chunk_count_)),

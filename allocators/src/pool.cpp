@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <libpmem2.h>
+#include <linux/magic.h>
 #include <sys/file.h>
+#include <sys/vfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -232,6 +235,22 @@ struct pool::file_mapping {
     if (fd >= 0) ::close(fd);
   }
 
+  // A file on tmpfs (/dev/shm) is DRAM emulating persistent memory: the page cache is the
+  // medium, msync has nothing to write back, and the cache-line flush instructions are
+  // what emulates NVM's persistence. libpmem2 reports page granularity there (it looks for
+  // DAX); the pool uses cache-line granularity instead, unless PMEM2_FORCE_GRANULARITY
+  // says otherwise (libpmem2 then honours that itself).
+  bool emulated_on_tmpfs() const {
+    struct statfs fs;
+    return std::getenv("PMEM2_FORCE_GRANULARITY") == nullptr && ::fstatfs(fd, &fs) == 0 &&
+           fs.f_type == TMPFS_MAGIC;
+  }
+
+  granularity store_granularity() const {
+    return emulated_on_tmpfs() ? granularity::cache_line
+                               : from_pmem2(pmem2_map_get_store_granularity(map));
+  }
+
   // Maps the whole file, asking for cache-line granularity and settling for page.
   status map_file(const std::string& name) {
     pmem2_source* source = nullptr;
@@ -261,6 +280,7 @@ struct pool::file_mapping {
     }
     pmem2_config_delete(&config);
     pmem2_source_delete(&source);
+    if (emulated_on_tmpfs()) return {};
     if (pmem2_map_get_store_granularity(map) == PMEM2_GRANULARITY_PAGE) {
       detail::register_page_pool(pmem2_map_get_address(map), pmem2_map_get_size(map),
                                  pmem2_get_flush_fn(map), pmem2_get_drain_fn(map));
@@ -333,7 +353,7 @@ result<pool> pool::create_file(const std::filesystem::path& file, std::uint64_t 
   if (status s = p.file_->map_file(p.name_); !s) return std::move(s).error();
   p.base_ = static_cast<std::byte*>(pmem2_map_get_address(p.file_->map));
   p.size_ = size;
-  p.granularity_ = from_pmem2(pmem2_map_get_store_granularity(p.file_->map));
+  p.granularity_ = p.file_->store_granularity();
 
   format_pool(p.base_, make_header(size, layout), ops);
   if (::fsync(p.file_->fd) != 0) {
@@ -402,7 +422,7 @@ result<pool> pool::open(const std::filesystem::path& file, const pool_layout& la
   p.base_ = static_cast<std::byte*>(pmem2_map_get_address(p.file_->map));
   p.size_ = file_size;
   p.name_ = name;
-  p.granularity_ = from_pmem2(pmem2_map_get_store_granularity(p.file_->map));
+  p.granularity_ = p.file_->store_granularity();
   return p;
 }
 

@@ -2,20 +2,21 @@
 //
 // A workload creates a pool in the model's region, allocates blocks of several classes and
 // large blocks, links some from the root, overwrites links (freeing the blocks they pointed
-// to) and leaves others unlinked. It is crashed at every persistence event, with unfenced
-// lines reaching memory (none, all, or a random subset): images are recorded at those events
-// by the model's event hook. Each image is then recovered in a fresh model, the way a pool's
+// to) and leaves others unlinked. It is crashed at every persistence event after the pool's
+// creation and at every 8th event of the creation (mostly zero-filling) and its last 8, with
+// unfenced lines reaching memory (none, all, or a random subset): images are recorded at
+// those events by the model's event hook. Each image is then recovered in a fresh model, the way a pool's
 // user would after a restart: open, walk the root, mark_live, finish_recovery. Then:
 //  - a crash before creation completed leaves a pool that open() refuses, never a valid one;
 //  - every block linked in the image is intact and live: nothing that allocation hands out
-//    afterwards overlaps it, and filling everything handed out leaves it intact;
+//    afterwards overlaps it, and stamping everything handed out leaves it intact;
 //  - every block that was allocated before the crash and is not linked is free: allocating
 //    all there is covers it.
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "support.hpp"
+#include "alloc_support.hpp"
 
 namespace {
 
@@ -67,7 +68,7 @@ class AllocatorCrashTest : public ::testing::Test {
   std::uint64_t run(std::uint64_t first, std::uint64_t last, std::vector<image>& images) {
     pv::model m(region_bytes);
     m.set_event_hook([&](pv::event_kind, std::uint64_t k) {
-      if (k < first || k >= last) return;
+      if (k < first || k >= last || !crash_point(k)) return;
       for (pv::writeback mode : modes) images.push_back({k, mode, m.crash(mode, k)});
     });
     pv::scoped_activation on(m);
@@ -100,6 +101,10 @@ class AllocatorCrashTest : public ::testing::Test {
     return m.persistence_events();
   }
 
+  bool crash_point(std::uint64_t k) const {
+    return k % 8 == 0 || k + 8 >= created_at_;
+  }
+
   // Recovers `img` in the model `m` and checks the properties above.
   void recover(pv::model& m, const image& img) {
     SCOPED_TRACE(::testing::Message() << "crash at event " << img.event << ", write-back "
@@ -130,14 +135,13 @@ class AllocatorCrashTest : public ::testing::Test {
     std::map<std::uint64_t, std::uint64_t> handed_out;
     std::vector<std::size_t> exhaust = {alloc::format::chunk_size};
     for (std::size_t s : sizes) exhaust.push_back(s);
-    const std::vector<std::byte> junk(alloc::format::chunk_size, std::byte{0xee});
+    const block_tag junk{~std::uint64_t{0}, 0};
     for (std::size_t s : exhaust) {
       alloc::result<pptr<>> r = pptr<>();
       while ((r = heap.allocate(s)).has_value()) {
         const std::size_t usable = heap.usable_size(*r);
         handed_out[r->offset()] = r->offset() + usable;
-        Policy::write_range(p->get(*r), junk.data(), std::min(usable, junk.size()),
-                            flit::volatile_);
+        Policy::write_range(p->get(*r), &junk, sizeof junk, flit::volatile_);
       }
       ASSERT_EQ(r.code(), errc::no_space);
     }
@@ -165,9 +169,10 @@ class AllocatorCrashTest : public ::testing::Test {
   std::uint64_t created_at_ = 0;
 };
 
+// A bare word (hashed) and a word with a flag bit inside (link_and_persist); the harness
+// campaigns (harness_crash_test.cpp) add adjacent.
 using persistent_placements =
-    ::testing::Types<on_model<test_hashed>, on_model<flit::adjacent>, on_model<flit::plain>,
-                     on_model<flit::link_and_persist>>;
+    ::testing::Types<on_model<test_hashed>, on_model<flit::link_and_persist>>;
 TYPED_TEST_SUITE(AllocatorCrashTest, persistent_placements);
 
 TYPED_TEST(AllocatorCrashTest, EveryCrashPointRecoversLinkedBlocksAndFreesTheRest) {
@@ -189,7 +194,10 @@ TYPED_TEST(AllocatorCrashTest, EveryCrashPointRecoversLinkedBlocksAndFreesTheRes
       if (this->HasFatalFailure()) return;
     }
   }
-  EXPECT_EQ(recovered, total * std::size(modes));
+  std::uint64_t points = 0;
+  for (std::uint64_t k = 0; k < total; ++k) points += this->crash_point(k) ? 1 : 0;
+  EXPECT_EQ(recovered, points * std::size(modes));
+  this->RecordProperty("crash_images", std::to_string(recovered));
 }
 
 }  // namespace

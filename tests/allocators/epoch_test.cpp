@@ -5,35 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "allocators/epoch.hpp"
-#include "support.hpp"
+#include "alloc_support.hpp"
+#include "support/gate.hpp"
 
 namespace {
 
-// A one-shot gate between two threads.
-class gate {
- public:
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using test_support::gate;
 
 std::atomic<int> reclaimed{0};
 void count_reclaim(void*) { reclaimed.fetch_add(1); }

@@ -6,11 +6,12 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
-#include "support.hpp"
+#include "alloc_support.hpp"
 
 namespace {
 
@@ -97,6 +98,8 @@ TEST_F(PersistentAllocatorTest, BlocksAreAlignedSizedAndDisjoint) {
       const std::size_t usable = heap.usable_size(*b);
       EXPECT_GE(usable, bytes);
       EXPECT_TRUE(pool_->contains(pool_->get(*b), usable));
+      EXPECT_GE(off, pool_->heap_begin());
+      EXPECT_LE(off + usable, pool_->heap_end());
       auto next = taken.lower_bound(off);
       if (next != taken.end()) {
         EXPECT_LE(off + usable, next->first) << "overlap";

@@ -1,6 +1,8 @@
 // pool: create, close and reopen with the same content; every bad file is refused with an
 // error that names it, and left untouched; the lock keeps a pool open once; granularity.
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,7 +11,7 @@
 #include <random>
 
 #include "allocators/internal/pool_format.hpp"
-#include "support.hpp"
+#include "alloc_support.hpp"
 
 namespace {
 
@@ -251,6 +253,13 @@ TEST_F(PoolTest, OpenFromAnotherProcessIsBusy) {
 }
 
 TEST_F(PoolTest, GranularityIsReportedAndForcible) {
+  struct statfs fs {};
+  if (::statfs(dir_.path().c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+    // tmpfs is DRAM emulating persistent memory: flush instructions are its persistence.
+    alloc::pool p = create(dir_.file("tmpfs.pool"));
+    EXPECT_EQ(p.store_granularity(), alloc::granularity::cache_line);
+    EXPECT_EQ(alloc::detail::page_pools_open.load(), 0);
+  }
   {
     ::setenv("PMEM2_FORCE_GRANULARITY", "CACHE_LINE", 1);
     alloc::pool p = create(dir_.file("line.pool"));

@@ -3,39 +3,21 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "pv_interface/checker.hpp"
+#include "support/gate.hpp"
 #include "support/policies.hpp"
 
 namespace {
 
 using namespace flit_test;
 
-// A one-shot gate between two threads.
-class gate {
- public:
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
+using test_support::gate;
 
 template <class Policy>
 class CrashTest : public ::testing::Test {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "allocators/pool_backend.hpp"
-#include "allocators/support.hpp"
+#include "allocators/alloc_support.hpp"
 #include "support.hpp"
 
 namespace structures_test {

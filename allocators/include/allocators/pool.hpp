@@ -84,10 +84,6 @@ inline constexpr persist_ops persist_ops_for{
     },
     [] { Policy::fence_pending(); }};
 
-namespace detail {
-class heap_core;
-}
-
 class pool {
  public:
   static constexpr std::uint64_t root_size = format::root_size;
@@ -147,6 +143,12 @@ class pool {
   pptr<T> pointer_to(const T* object) const noexcept {
     return pptr<T>(static_cast<std::uint64_t>(reinterpret_cast<const std::byte*>(object) - base_));
   }
+  // The heap, as offsets: every block persistent_allocator hands out lies in
+  // [heap_begin(), heap_end()). For validating offsets read from the pool.
+  std::uint64_t heap_begin() const noexcept { return header().heap_offset; }
+  std::uint64_t heap_end() const noexcept {
+    return header().heap_offset + header().chunk_count * format::chunk_size;
+  }
   bool contains(const void* p, std::size_t n = 1) const noexcept {
     auto a = reinterpret_cast<std::uintptr_t>(p);
     auto b = reinterpret_cast<std::uintptr_t>(base_);
@@ -154,7 +156,6 @@ class pool {
   }
 
  private:
-  friend class detail::heap_core;
   struct file_mapping;
 
   pool();

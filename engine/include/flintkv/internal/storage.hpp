@@ -76,19 +76,17 @@ Status open_pool_file(const Options& options, const std::string& path,
 // Where the engine's nodes may be: the pool's heap. What walks read nodes through.
 class pool_view {
  public:
-  explicit pool_view(const alloc::pool& p)
-      : pool_(&p), heap_offset_(alloc::format::geometry_for(p.size()).heap_offset) {}
+  explicit pool_view(const alloc::pool& p) : pool_(&p) {}
   void* pointer(node_offset off) const { return pool_->base() + off.value; }
   // True if [off, off + n) lies inside the pool's heap (not its header or root).
   bool contains(node_offset off, std::size_t n) const {
-    return off.value >= heap_offset_ && off.value <= pool_->size() &&
-           n <= pool_->size() - off.value;
+    return off.value >= pool_->heap_begin() && off.value <= pool_->heap_end() &&
+           n <= pool_->heap_end() - off.value;
   }
   std::string path() const { return pool_->name(); }
 
  private:
   const alloc::pool* pool_;
-  std::uint64_t heap_offset_;  // a valid pool's header holds the geometry of its size
 };
 
 template <class Policy>

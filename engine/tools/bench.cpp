@@ -1,0 +1,835 @@
+#include "bench.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <latch>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string_view>
+#include <system_error>
+#include <thread>
+
+#include "flintkv/db.hpp"
+#include "histogram.hpp"
+
+namespace flintkv::tools {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+constexpr std::uint64_t kMaxNum = std::uint64_t{1} << 40;
+constexpr std::uint64_t kMaxThreads = kMaxThreadSlots;
+constexpr std::uint64_t kHeadroomBytes = std::uint64_t{64} << 20;
+
+double seconds_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::size_t decimal_digits(std::uint64_t v) {
+  std::size_t d = 1;
+  while (v >= 10) {
+    v /= 10;
+    ++d;
+  }
+  return d;
+}
+
+bool is_fill(std::string_view name) { return name.starts_with("fill"); }
+
+// 128-bit products, so that num * t / threads and pool sizes cannot overflow.
+__extension__ typedef unsigned __int128 uint128;
+
+struct pool_file_slot {
+  std::atomic<bool> used{false};
+  char path[4096];
+};
+
+// Pool files this process created and must remove at exit, also on SIGINT/SIGTERM.
+// Registered and unregistered by the main thread only; the handler only reads.
+class pool_files {
+ public:
+  static void add(const std::string& path) {
+    for (slot& s : slots_) {
+      if (!s.used.load()) {
+        std::snprintf(s.path, sizeof s.path, "%s", path.c_str());
+        s.used.store(true);
+        install_handlers();
+        return;
+      }
+    }
+  }
+  // Removes the file (if it exists) and forgets it.
+  static void remove(const std::string& path) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+    for (slot& s : slots_) {
+      if (s.used.load() && path == s.path) s.used.store(false);
+    }
+  }
+
+ private:
+  using slot = pool_file_slot;
+  static void install_handlers() {
+    static bool installed = false;
+    if (installed) return;
+    installed = true;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+  }
+  static void on_signal(int sig) {
+    for (slot& s : slots_) {
+      if (s.used.load()) ::unlink(s.path);
+    }
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+  }
+  static inline slot slots_[2];
+};
+
+// Removes a registered pool file when it goes out of scope.
+struct pool_file_guard {
+  std::string path;
+  explicit pool_file_guard(std::string p) : path(std::move(p)) { pool_files::add(path); }
+  ~pool_file_guard() { pool_files::remove(path); }
+  pool_file_guard(const pool_file_guard&) = delete;
+  pool_file_guard& operator=(const pool_file_guard&) = delete;
+};
+
+// Keys: the decimal number, zero-padded to a fixed width (LevelDB's "%016d"). A missing key
+// is the same with a '.' appended: it sorts between keys and is never written.
+class key_formatter {
+ public:
+  explicit key_formatter(std::size_t width) : width_(width), buffer_(width + 1, '0') {
+    buffer_[width] = '.';
+  }
+  // REQUIRES: k has at most `width` digits.
+  std::string_view key(std::uint64_t k) {
+    char* p = buffer_.data() + width_;
+    for (std::size_t i = 0; i < width_; ++i) {
+      *--p = static_cast<char>('0' + k % 10);
+      k /= 10;
+    }
+    return {buffer_.data(), width_};
+  }
+  std::string_view missing_key(std::uint64_t k) {
+    key(k);
+    return {buffer_.data(), width_ + 1};
+  }
+
+ private:
+  std::size_t width_;
+  std::string buffer_;
+};
+
+// Repeatable pseudo-random numbers (splitmix64), uniform over [0, n) by multiply-shift.
+class random_source {
+ public:
+  explicit random_source(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // REQUIRES: n > 0.
+  std::uint64_t uniform(std::uint64_t n) {
+    return static_cast<std::uint64_t>((static_cast<uint128>(next()) * n) >> 64);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+// Values: consecutive slices of one buffer of random letters, built once (like db_bench's
+// RandomGenerator); each thread keeps its own position in it.
+class value_source {
+ public:
+  value_source(std::size_t value_size, std::uint64_t seed)
+      : size_(value_size), data_(std::max<std::size_t>(std::size_t{1} << 20, 2 * value_size), 0) {
+    random_source r(seed);
+    for (char& c : data_) c = static_cast<char>('a' + r.uniform(26));
+  }
+  std::string_view next(std::size_t& position) const {
+    if (position + size_ > data_.size()) position = 0;
+    std::string_view v(data_.data() + position, size_);
+    position += size_ + 1;  // +1: successive values differ even when size_ divides the buffer
+    return v;
+  }
+
+ private:
+  std::size_t size_;
+  std::string data_;
+};
+
+// One benchmark thread's state; written only by that thread until it is joined.
+struct worker {
+  unsigned index = 0;
+  std::uint64_t begin = 0, end = 0;  // its share [begin, end) of the work (and of the keys)
+  random_source random{0};
+  key_formatter keys{0};
+  std::size_t value_position = 0;
+  latency_histogram latency;
+  std::uint64_t ops = 0;    // operations done (entries, for fillbatch)
+  std::uint64_t found = 0;  // reads that found their key
+  steady::time_point start, finish;
+  Status status;
+};
+
+// What one benchmark measured; the fields of its JSON object.
+struct result {
+  std::string benchmark;
+  std::uint64_t ops = 0;
+  double seconds = 0;        // wall time from the barrier to the last thread's end
+  double thread_seconds = 0; // sum of the threads' times (db_bench's micros/op numerator)
+  latency_histogram latency;
+  bool has_latency = true;
+  double pwb_per_op = 0, pfence_per_op = 0;
+  std::string message;  // extra text at the end of the line
+  // Benchmark-specific fields, written to JSON when set.
+  std::optional<std::uint64_t> found, writer_puts, batch_size, seek_nexts;
+  std::optional<double> reopen_seconds, recovery_seconds, insert_seconds, ratio;
+  std::optional<std::uint64_t> recovered_versions, live_keys;
+
+  double ops_per_sec() const { return seconds > 0 ? double(ops) / seconds : 0; }
+  double micros_per_op() const { return ops > 0 ? thread_seconds * 1e6 / double(ops) : 0; }
+};
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char u[8];
+          std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
+          out += u;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Adds the first `count` workers' operations, times, latencies and finds to `r`; the wall
+// time runs from the earliest start to the latest finish.
+void add_workers(const std::vector<worker>& workers, std::size_t count, result* r) {
+  steady::time_point first = workers.front().start, last = workers.front().finish;
+  for (std::size_t i = 0; i < count; ++i) {
+    const worker& w = workers[i];
+    first = std::min(first, w.start);
+    last = std::max(last, w.finish);
+    r->ops += w.ops;
+    r->thread_seconds += seconds_between(w.start, w.finish);
+    r->latency.merge(w.latency);
+    if (r->found) *r->found += w.found;
+  }
+  r->seconds = seconds_between(first, last);
+}
+
+// The process's write-backs and fences between two GetStats() calls, per operation.
+void set_flushes(const Stats& before, const Stats& after, std::uint64_t ops, result* r) {
+  double n = double(std::max<std::uint64_t>(ops, 1));
+  r->pwb_per_op = double(after.pwb - before.pwb) / n;
+  r->pfence_per_op = double(after.pfence - before.pfence) / n;
+}
+
+class bench_runner {
+ public:
+  explicit bench_runner(const bench_config& config)
+      : config_(config), values_(config.value_size, 42) {}
+
+  int run();
+
+ private:
+  using body = std::function<Status(worker&, const std::atomic<bool>& stop)>;
+
+  Status open_existing();
+  Status open_fresh();
+  Status run_one(std::string_view name, std::size_t position, result* r);
+  // Runs `fn` on `count` threads after a start barrier. The first min(count, --threads)
+  // workers split [0, total) into their [begin, end) shares; any others get none.
+  Status run_workers(std::size_t position, std::size_t count, std::uint64_t total,
+                     const body& fn, std::vector<worker>* workers);
+  Status measure(std::string_view name, std::size_t position, const body& fn, result* r);
+  Status run_readwhilewriting(std::size_t position, result* r);
+  Status run_recover(std::size_t position, result* r);
+  void print_header(const Stats& stats) const;
+  void print_result(const result& r) const;
+  Status write_json() const;
+
+  const bench_config& config_;
+  value_source values_;
+  std::string path_;
+  std::optional<pool_file_guard> own_pool_;  // set when the pool is removed at exit
+  std::uint64_t pool_size_ = 0;
+  std::unique_ptr<DB> db_;
+  bool pristine_ = false;  // the open pool is empty and was created by this run
+  std::string configuration_;
+  std::vector<result> results_;
+};
+
+Status bench_runner::open_existing() {
+  Options options;
+  options.create_if_missing = false;
+  return DB::Open(options, path_, &db_);
+}
+
+Status bench_runner::open_fresh() {
+  db_.reset();
+  std::error_code ignored;
+  std::filesystem::remove(path_, ignored);  // only ever a pool this run created
+  Options options;
+  options.create_if_missing = true;
+  options.error_if_exists = true;
+  options.pool_size = pool_size_;
+  Status s = DB::Open(options, path_, &db_);
+  pristine_ = s.ok();
+  return s;
+}
+
+Status bench_runner::run_workers(std::size_t position, std::size_t count, std::uint64_t total,
+                                 const body& fn, std::vector<worker>* workers) {
+  workers->resize(count);
+  std::uint64_t shares = std::min<std::uint64_t>(count, config_.threads);
+  auto bound = [&](std::uint64_t t) {
+    return static_cast<std::uint64_t>(static_cast<uint128>(total) * t / shares);
+  };
+  for (std::size_t i = 0; i < count; ++i) {
+    worker& w = (*workers)[i];
+    w.index = static_cast<unsigned>(i);
+    if (i < shares) {
+      w.begin = bound(i);
+      w.end = bound(i + 1);
+    }
+    // A seed per benchmark and thread: readrandom after fillrandom draws other keys.
+    w.random = random_source(1000 * (position + 1) + i);
+    w.keys = key_formatter(config_.key_size);
+    w.value_position = (i * 7919 * (config_.value_size + 1)) % (std::size_t{1} << 20);
+  }
+  std::atomic<bool> stop{false};
+  std::latch start(static_cast<std::ptrdiff_t>(count));
+  {
+    std::vector<std::jthread> threads;
+    threads.reserve(count);
+    try {
+      for (std::size_t i = 0; i < count; ++i) {
+        threads.emplace_back([&, i] {
+          worker& w = (*workers)[i];
+          start.arrive_and_wait();
+          w.start = steady::now();
+          if (!stop.load(std::memory_order_relaxed)) w.status = fn(w, stop);
+          w.finish = steady::now();
+          if (!w.status.ok()) stop.store(true);
+        });
+      }
+    } catch (const std::system_error& e) {
+      stop.store(true);
+      start.count_down(static_cast<std::ptrdiff_t>(count - threads.size()));
+      return Status::IOError(std::string("cannot start thread ") +
+                             std::to_string(threads.size()) + ": " + e.what());
+    }
+  }
+  for (const worker& w : *workers) {
+    if (!w.status.ok()) return w.status;
+  }
+  return Status::OK();
+}
+
+// Runs `fn` on --threads threads and fills the common fields of `r`.
+Status bench_runner::measure(std::string_view name, std::size_t position, const body& fn,
+                             result* r) {
+  r->benchmark = std::string(name);
+  Stats before = db_->GetStats();
+  std::vector<worker> workers;
+  Status s = run_workers(position, config_.threads, config_.num, fn, &workers);
+  if (!s.ok()) return s;
+  Stats after = db_->GetStats();
+  add_workers(workers, workers.size(), r);
+  set_flushes(before, after, r->ops, r);
+  return Status::OK();
+}
+
+template <class Op>
+Status timed(worker& w, Op&& op) {
+  steady::time_point t0 = steady::now();
+  Status s = op();
+  w.latency.add(static_cast<std::uint64_t>((steady::now() - t0).count()));
+  return s;
+}
+
+// A read that finds nothing is a result, not an error.
+Status count_read(worker& w, Status s) {
+  if (s.ok()) {
+    ++w.found;
+    return s;
+  }
+  return s.IsNotFound() ? Status::OK() : s;
+}
+
+Status bench_runner::run_one(std::string_view name, std::size_t position, result* r) {
+  DB& db = *db_;
+  const std::uint64_t num = config_.num;
+  auto found_message = [&] {
+    r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) + " found)";
+  };
+  auto writes = [&](bool sequential) -> body {
+    return [&, sequential](worker& w, const std::atomic<bool>& stop) {
+      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+        std::uint64_t k = sequential ? i : w.begin + w.random.uniform(w.end - w.begin);
+        std::string_view key = w.keys.key(k);
+        std::string_view value = values_.next(w.value_position);
+        Status s = timed(w, [&] { return db.Put(key, value); });
+        if (!s.ok()) return s;
+        ++w.ops;
+      }
+      return Status::OK();
+    };
+  };
+  // Operations on random keys over the whole key space, `share` of them per thread.
+  auto random_ops = [&](auto op) -> body {
+    return [&, op](worker& w, const std::atomic<bool>& stop) {
+      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+        Status s = op(w, w.random.uniform(num));
+        if (!s.ok()) return s;
+        ++w.ops;
+      }
+      return Status::OK();
+    };
+  };
+
+  if (name == "fillseq") return measure(name, position, writes(true), r);
+  if (name == "fillrandom") return measure(name, position, writes(false), r);
+  if (name == "overwrite") {
+    return measure(name, position, random_ops([&](worker& w, std::uint64_t k) {
+      std::string_view key = w.keys.key(k);
+      std::string_view value = values_.next(w.value_position);
+      return timed(w, [&] { return db.Put(key, value); });
+    }), r);
+  }
+  if (name == "deleterandom") {
+    return measure(name, position, random_ops([&](worker& w, std::uint64_t k) {
+      std::string_view key = w.keys.key(k);
+      return timed(w, [&] { return db.Delete(key); });
+    }), r);
+  }
+  if (name == "readrandom" || name == "readmissing") {
+    bool missing = name == "readmissing";
+    r->found = 0;
+    Status s = measure(name, position, random_ops([&, missing](worker& w, std::uint64_t k) {
+      std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
+      std::string value;
+      return count_read(w, timed(w, [&] { return db.Get(key, &value); }));
+    }), r);
+    found_message();
+    return s;
+  }
+  if (name == "seekrandom") {
+    r->found = 0;
+    r->seek_nexts = config_.seek_nexts;
+    const std::uint64_t nexts = config_.seek_nexts;
+    Status s = measure(name, position, random_ops([&, nexts](worker& w, std::uint64_t k) {
+      std::string_view key = w.keys.key(k);
+      return timed(w, [&] {
+        std::unique_ptr<Iterator> it = db.NewIterator();
+        it->Seek(key);
+        if (it->Valid() && it->key() == key) ++w.found;
+        for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
+        return it->status();
+      });
+    }), r);
+    found_message();
+    return s;
+  }
+  if (name == "fillbatch") {
+    r->batch_size = config_.batch_size;
+    r->message = "(latency per batch of " + std::to_string(config_.batch_size) + ")";
+    const std::uint64_t batch_size = config_.batch_size;
+    return measure(name, position, [&, batch_size](worker& w, const std::atomic<bool>& stop) {
+      WriteBatch batch;
+      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed);) {
+        batch.Clear();
+        std::uint64_t n = std::min(batch_size, w.end - i);
+        for (std::uint64_t j = 0; j < n; ++j) {
+          batch.Put(w.keys.key(i + j), values_.next(w.value_position));
+        }
+        Status s = timed(w, [&] { return db.Write(batch); });
+        if (!s.ok()) return s;
+        w.ops += n;
+        i += n;
+      }
+      return Status::OK();
+    }, r);
+  }
+  if (name == "readwhilewriting") return run_readwhilewriting(position, r);
+  return run_recover(position, r);
+}
+
+// --threads readers doing readrandom, and one writer doing random puts until every reader is
+// done (or it has written num keys, so the pool's size stays predictable). The result is the
+// readers' rate; pwb/op and pfence/op divide the process's flushes by reads plus writes.
+Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
+  DB& db = *db_;
+  const std::uint64_t readers = config_.threads, num = config_.num;
+  std::atomic<std::uint64_t> readers_done{0};
+  r->benchmark = "readwhilewriting";
+  r->found = 0;
+  Stats before = db.GetStats();
+  std::vector<worker> workers;
+  Status s = run_workers(position, readers + 1, num, [&](worker& w, const std::atomic<bool>& stop) {
+    if (w.index == readers) {  // the writer
+      while (readers_done.load(std::memory_order_relaxed) < readers && w.ops < num &&
+             !stop.load(std::memory_order_relaxed)) {
+        std::string_view key = w.keys.key(w.random.uniform(num));
+        std::string_view value = values_.next(w.value_position);
+        Status st = timed(w, [&] { return db.Put(key, value); });
+        if (!st.ok()) return st;
+        ++w.ops;
+      }
+      return Status::OK();
+    }
+    Status result_status;
+    std::string value;
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+      std::string_view key = w.keys.key(w.random.uniform(num));
+      result_status = count_read(w, timed(w, [&] { return db.Get(key, &value); }));
+      if (!result_status.ok()) break;
+      ++w.ops;
+    }
+    readers_done.fetch_add(1);
+    return result_status;
+  }, &workers);
+  if (!s.ok()) return s;
+  Stats after = db.GetStats();
+  add_workers(workers, readers, r);
+  r->writer_puts = workers.back().ops;
+  set_flushes(before, after, r->ops + *r->writer_puts, r);
+  r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) +
+               " found; writer: " + std::to_string(*r->writer_puts) + " puts)";
+  return Status::OK();
+}
+
+// Closes the store, times DB::Open (which recovers it), then times inserting as many keys
+// as recovery found versions, in random order, into a fresh pool with --threads threads.
+Status bench_runner::run_recover(std::size_t position, result* r) {
+  r->benchmark = "recover";
+  r->has_latency = false;
+  Stats before = db_->GetStats();
+  if (before.versions == 0) {
+    return Status::InvalidArgument(
+        "recover needs a populated pool: run it after a fill benchmark, or with "
+        "--use_existing_db on a pool that has data");
+  }
+  db_.reset();
+  steady::time_point t0 = steady::now();
+  Status s = open_existing();
+  steady::time_point t1 = steady::now();
+  if (!s.ok()) return s;
+  pristine_ = false;
+  Stats after = db_->GetStats();
+  const std::uint64_t versions = std::max<std::uint64_t>(after.recovered_versions, 1);
+  r->ops = versions;
+  r->seconds = r->thread_seconds = seconds_between(t0, t1);
+  r->reopen_seconds = r->seconds;
+  r->recovery_seconds = after.recovery_seconds;
+  r->recovered_versions = after.recovered_versions;
+  r->live_keys = after.live_keys;
+  set_flushes(before, after, versions, r);
+
+  // The same number of distinct keys, shuffled, into a fresh pool of the same size.
+  std::vector<std::uint64_t> order(versions);
+  std::iota(order.begin(), order.end(), std::uint64_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(1000 * (position + 1)));
+  const std::size_t width = std::max<std::size_t>(config_.key_size, decimal_digits(versions - 1));
+  pool_file_guard insert_pool(path_ + ".recover-insert");
+  std::unique_ptr<DB> fresh;
+  Options options;
+  options.create_if_missing = true;
+  options.error_if_exists = true;
+  options.pool_size = std::max<std::uint64_t>(pool_size_, after.pool_size);
+  s = DB::Open(options, insert_pool.path, &fresh);
+  if (!s.ok()) return s;
+  std::vector<worker> workers;
+  s = run_workers(position, config_.threads, versions, [&](worker& w,
+                                                             const std::atomic<bool>& stop) {
+    key_formatter keys(width);
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+      Status st = fresh->Put(keys.key(order[i]), values_.next(w.value_position));
+      if (!st.ok()) return st;
+    }
+    return Status::OK();
+  }, &workers);
+  if (!s.ok()) return s;
+  fresh.reset();
+  result insert;
+  add_workers(workers, workers.size(), &insert);
+  r->insert_seconds = insert.seconds;
+  r->ratio = *r->insert_seconds > 0 ? *r->reopen_seconds / *r->insert_seconds : 0;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "(reopen %.3f s, of which recovery %.3f s, %llu versions, %llu live keys; "
+                "insert %llu keys in random order %.3f s; reopen/insert %.3f)",
+                *r->reopen_seconds, *r->recovery_seconds,
+                static_cast<unsigned long long>(after.recovered_versions),
+                static_cast<unsigned long long>(after.live_keys),
+                static_cast<unsigned long long>(versions), *r->insert_seconds, *r->ratio);
+  r->message = text;
+  return Status::OK();
+}
+
+void bench_runner::print_header(const Stats& stats) const {
+  std::printf("FlintKV:       %s\n", stats.configuration.c_str());
+  std::printf("Granularity:   %s\n", stats.granularity.c_str());
+  std::printf("Keys:          %llu bytes each\n",
+              static_cast<unsigned long long>(config_.key_size));
+  std::printf("Values:        %llu bytes each\n",
+              static_cast<unsigned long long>(config_.value_size));
+  std::printf("Entries:       %llu\n", static_cast<unsigned long long>(config_.num));
+  std::printf("Threads:       %llu\n", static_cast<unsigned long long>(config_.threads));
+  std::printf("Pool:          %s, %.1f MiB%s\n", path_.c_str(),
+              double(stats.pool_size) / double(1 << 20),
+              own_pool_ ? " (removed at exit)" : "");
+  std::printf("------------------------------------------------\n");
+  std::fflush(stdout);
+}
+
+void bench_runner::print_result(const result& r) const {
+  char latency[96] = "p50       - us; p99       - us";
+  if (r.has_latency) {
+    std::snprintf(latency, sizeof latency, "p50 %9.3f us; p99 %9.3f us",
+                  r.latency.percentile(0.50) / 1e3, r.latency.percentile(0.99) / 1e3);
+  }
+  std::printf("%-16s : %11.3f micros/op; %11.0f ops/s; %s; %7.2f pwb/op; %7.2f pfence/op%s%s\n",
+              r.benchmark.c_str(), r.micros_per_op(), r.ops_per_sec(), latency, r.pwb_per_op,
+              r.pfence_per_op, r.message.empty() ? "" : "; ", r.message.c_str());
+  if (config_.histogram && r.has_latency) std::fputs(r.latency.to_string().c_str(), stdout);
+  std::fflush(stdout);
+}
+
+Status bench_runner::write_json() const {
+  std::string out = "[\n";
+  for (std::size_t i = 0; i < results_.size(); ++i) {
+    const result& r = results_[i];
+    std::string o = "  {";
+    auto field = [&o](std::string_view name, const std::string& value) {
+      if (o.size() > 3) o += ", ";
+      o += "\"" + std::string(name) + "\": " + value;
+    };
+    auto integer = [](std::uint64_t v) { return std::to_string(v); };
+    auto text = [](std::string_view s) { return "\"" + json_escape(s) + "\""; };
+    field("benchmark", text(r.benchmark));
+    field("ops", integer(r.ops));
+    field("seconds", json_number(r.seconds));
+    field("ops_per_sec", json_number(r.ops_per_sec()));
+    field("micros_per_op", json_number(r.micros_per_op()));
+    field("p50_us", r.has_latency ? json_number(r.latency.percentile(0.50) / 1e3) : "null");
+    field("p99_us", r.has_latency ? json_number(r.latency.percentile(0.99) / 1e3) : "null");
+    field("pwb_per_op", json_number(r.pwb_per_op));
+    field("pfence_per_op", json_number(r.pfence_per_op));
+    field("threads", integer(config_.threads));
+    field("num", integer(config_.num));
+    field("key_size", integer(config_.key_size));
+    field("value_size", integer(config_.value_size));
+    field("configuration", text(configuration_));
+    if (r.found) field("found", integer(*r.found));
+    if (r.writer_puts) field("writer_puts", integer(*r.writer_puts));
+    if (r.batch_size) field("batch_size", integer(*r.batch_size));
+    if (r.seek_nexts) field("seek_nexts", integer(*r.seek_nexts));
+    if (r.reopen_seconds) field("reopen_seconds", json_number(*r.reopen_seconds));
+    if (r.recovery_seconds) field("recovery_seconds", json_number(*r.recovery_seconds));
+    if (r.recovered_versions) field("recovered_versions", integer(*r.recovered_versions));
+    if (r.live_keys) field("live_keys", integer(*r.live_keys));
+    if (r.insert_seconds) field("insert_seconds", json_number(*r.insert_seconds));
+    if (r.ratio) field("ratio", json_number(*r.ratio));
+    out += o + (i + 1 < results_.size() ? "},\n" : "}\n");
+  }
+  out += "]\n";
+  const std::string& file = *config_.json;
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  if (f == nullptr) {
+    return Status::IOError("cannot write --json=" + file + ": " + std::strerror(errno));
+  }
+  bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return Status::IOError("cannot write --json=" + file + ": " + std::strerror(errno));
+  return Status::OK();
+}
+
+int bench_runner::run() {
+  auto fail = [](std::string_view what, const Status& s) {
+    std::fprintf(stderr, "flintkv bench: %.*s: %s\n", static_cast<int>(what.size()), what.data(),
+                 s.ToString().c_str());
+    return 1;
+  };
+  if (config_.json) {
+    Status s = write_json();  // an empty array: finds an unwritable file before any work
+    if (!s.ok()) return fail("json", s);
+  }
+  pool_size_ = config_.pool_size.value_or(default_pool_size(config_));
+  if (config_.db) {
+    path_ = *config_.db;
+    std::error_code ec;
+    bool exists = std::filesystem::exists(path_, ec);
+    if (!config_.use_existing_db && exists) {
+      return fail(path_, Status::InvalidArgument(
+                             "the pool exists: pass --use_existing_db to benchmark it, or "
+                             "remove it (bench never overwrites a pool it did not create)"));
+    }
+  } else {
+    path_ = "/dev/shm/flintkv-bench-" + std::to_string(::getpid()) + ".pool";
+    own_pool_.emplace(path_);
+  }
+  Status s = config_.use_existing_db ? open_existing() : open_fresh();
+  if (!s.ok()) return fail(path_, s);
+  Stats stats = db_->GetStats();
+  configuration_ = stats.configuration;
+  print_header(stats);
+
+  for (std::size_t i = 0; i < config_.benchmarks.size(); ++i) {
+    const std::string& name = config_.benchmarks[i];
+    if (is_fill(name)) {
+      if (config_.use_existing_db) {
+        std::printf("%-16s : skipped (--use_existing_db)\n", name.c_str());
+        continue;
+      }
+      if (!pristine_) {
+        s = open_fresh();
+        if (!s.ok()) return fail(name, s);
+      }
+    }
+    result r;
+    s = run_one(name, i, &r);
+    if (!s.ok()) return fail(name, s);
+    pristine_ = false;
+    print_result(r);
+    results_.push_back(std::move(r));
+    if (config_.json) {
+      s = write_json();
+      if (!s.ok()) return fail("json", s);
+    }
+  }
+  db_.reset();
+  return 0;
+}
+
+}  // namespace
+
+const std::vector<std::string>& bench_names() {
+  static const std::vector<std::string> names = {
+      "fillseq",    "fillrandom",   "overwrite", "readrandom",       "readmissing",
+      "seekrandom", "deleterandom", "fillbatch", "readwhilewriting", "recover"};
+  return names;
+}
+
+bench_config parse_bench_config(arguments& args) {
+  bench_config c;
+  std::string list;
+  for (const std::string& n : bench_names()) list += (list.empty() ? "" : ",") + n;
+  std::string given = args.text("benchmarks").value_or(list);
+  std::size_t from = 0;
+  while (from <= given.size()) {
+    std::size_t comma = std::min(given.find(',', from), given.size());
+    std::string name = given.substr(from, comma - from);
+    if (!name.empty()) {
+      if (std::find(bench_names().begin(), bench_names().end(), name) == bench_names().end()) {
+        throw usage_error("--benchmarks: unknown benchmark '" + name + "' (known: " + list +
+                          ")");
+      }
+      c.benchmarks.push_back(name);
+    }
+    from = comma + 1;
+  }
+  if (c.benchmarks.empty()) throw usage_error("--benchmarks: no benchmark named");
+
+  c.num = args.number("num", c.num, 1, kMaxNum);
+  c.threads = args.number("threads", c.threads, 1, kMaxThreads);
+  c.key_size = args.number("key_size", c.key_size, 1, kMaxKeySize - 1);
+  c.value_size = args.number("value_size", c.value_size, 0, kMaxValueSize);
+  c.batch_size = args.number("batch_size", c.batch_size, 1, 1u << 20);
+  c.seek_nexts = args.number("seek_nexts", c.seek_nexts, 0, 1u << 20);
+  c.db = args.text("db");
+  if (c.db && c.db->empty()) throw usage_error("--db: empty path");
+  c.use_existing_db = args.flag("use_existing_db");
+  c.pool_size = args.bytes("pool_size", kMinPoolSize, ~std::uint64_t{0});
+  c.histogram = args.flag("histogram");
+  c.json = args.text("json");
+  if (c.json && c.json->empty()) throw usage_error("--json: empty file name");
+
+  if (decimal_digits(c.num - 1) > c.key_size) {
+    throw usage_error("--key_size=" + std::to_string(c.key_size) + " cannot hold the keys of " +
+                      "--num=" + std::to_string(c.num) + ": they need " +
+                      std::to_string(decimal_digits(c.num - 1)) + " digits");
+  }
+  if (c.use_existing_db && !c.db) {
+    throw usage_error("--use_existing_db needs --db=PATH (the default pool is always fresh)");
+  }
+  return c;
+}
+
+std::uint64_t default_pool_size(const bench_config& config) {
+  // Versions written since the last fresh pool, at their most.
+  uint128 versions = 0, peak = 0;
+  for (const std::string& name : config.benchmarks) {
+    if (is_fill(name)) versions = 0;
+    if (is_fill(name) || name == "overwrite" || name == "deleterandom" ||
+        name == "readwhilewriting") {
+      versions += config.num;
+    }
+    peak = std::max(peak, versions);
+  }
+  // A node: three words of up to 16 bytes, the key and the value, rounded to a cache line.
+  uint128 node = (48 + config.key_size + config.value_size + 63) / 64 * 64;
+  uint128 bytes = 2 * peak * node + kHeadroomBytes;
+  if (bytes > ~std::uint64_t{0}) return ~std::uint64_t{0};
+  return std::max<std::uint64_t>(static_cast<std::uint64_t>(bytes), kMinPoolSize);
+}
+
+int run_bench(const bench_config& config) { return bench_runner(config).run(); }
+
+std::string bench_usage() {
+  std::string list;
+  for (const std::string& n : bench_names()) list += (list.empty() ? "" : ",") + n;
+  return "Usage: flintkv bench [--flag=value ...]\n"
+         "  --benchmarks=LIST   comma-separated, run in order (default: " + list + ")\n"
+         "                      fill* start from an empty pool; the others use the pool the\n"
+         "                      previous benchmark left\n"
+         "  --num=N             keys in the key space, and operations per benchmark "
+         "(default 1000000)\n"
+         "  --threads=T         threads sharing the operations (default 1); readwhilewriting\n"
+         "                      runs T readers and one writer\n"
+         "  --key_size=B        bytes per key, decimal zero-padded (default 16)\n"
+         "  --value_size=B      bytes per value (default 64)\n"
+         "  --batch_size=N      puts per WriteBatch in fillbatch (default 100)\n"
+         "  --seek_nexts=N      Next() calls after each Seek in seekrandom (default 10)\n"
+         "  --db=PATH           the pool file (default: a fresh pool in /dev/shm, removed at "
+         "exit)\n"
+         "  --use_existing_db   benchmark the existing pool at --db; fill* are skipped\n"
+         "  --pool_size=BYTES   size of the pools bench creates (suffix K, M, G; default: room\n"
+         "                      for every version the list writes, twice over, + 64M)\n"
+         "  --histogram         print latency percentiles after each benchmark\n"
+         "  --json=FILE         write every benchmark's results to FILE as a JSON array\n";
+}
+
+}  // namespace flintkv::tools

@@ -1,0 +1,266 @@
+// flintkv: the command-line tool of the FlintKV engine. Reads and writes a pool, validates
+// one, prints its statistics, and runs db_bench-style benchmarks (bench.hpp).
+//
+// Exit status: 0 on success; 1 when the engine reports a problem (its Status is printed,
+// after the command and the pool's path); 2 on bad arguments (the usage is printed).
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "arguments.hpp"
+#include "bench.hpp"
+#include "flintkv/db.hpp"
+
+namespace flintkv::tools {
+namespace {
+
+constexpr std::string_view kUsage =
+    "Usage: flintkv <command> [options] <arguments>\n"
+    "Commands:\n"
+    "  put <pool> <key> <value>   store value for key, durably (creates the pool if missing)\n"
+    "  get <pool> <key>           print the value of key\n"
+    "  delete <pool> <key>        delete key\n"
+    "  scan <pool> [from] [to]    print key<TAB>value lines for the keys in [from, to)\n"
+    "  stats <pool>               open (and recover) the pool and print its statistics\n"
+    "  check <pool>               validate the pool without changing it; exit status 1 on\n"
+    "                             any problem\n"
+    "  bench [flags]              db_bench-style benchmarks (flintkv bench --help)\n"
+    "  help                       this text\n"
+    "Options:\n"
+    "  --create             create the pool if it is missing (put always does)\n"
+    "  --pool_size=BYTES    size of a pool created by this command (suffix K, M, G;\n"
+    "                       default 1G)\n"
+    "  --reverse            scan: descending key order\n"
+    "  --                   end of options: later words are keys or values even if they\n"
+    "                       start with --\n";
+
+struct command_error {
+  std::string command, pool;
+  Status status;
+};
+
+int report(const command_error& e) {
+  std::fprintf(stderr, "flintkv: %s %s: %s\n", e.command.c_str(), e.pool.c_str(),
+               e.status.ToString().c_str());
+  return 1;
+}
+
+void expect_arguments(const arguments& args, std::string_view command, std::size_t min,
+                      std::size_t max) {
+  std::size_t n = args.positional().size();
+  if (n < min || n > max) {
+    std::string expected = min == max ? std::to_string(min)
+                                      : std::to_string(min) + " to " + std::to_string(max);
+    throw usage_error(std::string(command) + " takes " + expected + " arguments, not " +
+                      std::to_string(n));
+  }
+}
+
+// Opens the pool named by the first positional argument; handles --create and --pool_size.
+struct pool_opener {
+  Options options;
+
+  pool_opener(arguments& args, bool create_by_default) {
+    options.create_if_missing = args.flag("create") || create_by_default;
+    if (auto size = args.bytes("pool_size", kMinPoolSize, ~std::uint64_t{0})) {
+      options.pool_size = *size;
+    }
+  }
+  Status open(const std::string& path, std::unique_ptr<DB>* db) const {
+    return DB::Open(options, path, db);
+  }
+};
+
+int run_put(arguments& args) {
+  pool_opener opener(args, true);
+  args.reject_unused("put");
+  expect_arguments(args, "put", 3, 3);
+  const auto& a = args.positional();
+  std::unique_ptr<DB> db;
+  Status s = opener.open(a[0], &db);
+  if (s.ok()) s = db->Put(a[1], a[2]);
+  return s.ok() ? 0 : report({"put", a[0], s});
+}
+
+int run_get(arguments& args) {
+  pool_opener opener(args, false);
+  args.reject_unused("get");
+  expect_arguments(args, "get", 2, 2);
+  const auto& a = args.positional();
+  std::unique_ptr<DB> db;
+  std::string value;
+  Status s = opener.open(a[0], &db);
+  if (s.ok()) s = db->Get(a[1], &value);
+  if (!s.ok()) return report({"get", a[0], s});
+  std::fwrite(value.data(), 1, value.size(), stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+int run_delete(arguments& args) {
+  pool_opener opener(args, false);
+  args.reject_unused("delete");
+  expect_arguments(args, "delete", 2, 2);
+  const auto& a = args.positional();
+  std::unique_ptr<DB> db;
+  Status s = opener.open(a[0], &db);
+  if (s.ok()) s = db->Delete(a[1]);
+  return s.ok() ? 0 : report({"delete", a[0], s});
+}
+
+int run_scan(arguments& args) {
+  pool_opener opener(args, false);
+  bool reverse = args.flag("reverse");
+  args.reject_unused("scan");
+  expect_arguments(args, "scan", 1, 3);
+  const auto& a = args.positional();
+  std::unique_ptr<DB> db;
+  Status s = opener.open(a[0], &db);
+  if (!s.ok()) return report({"scan", a[0], s});
+  ReadOptions read;
+  if (a.size() > 1) read.lower_bound = a[1];
+  if (a.size() > 2) read.upper_bound = a[2];
+  std::unique_ptr<Iterator> it = db->NewIterator(read);
+  auto print = [&] {
+    std::string_view k = it->key(), v = it->value();
+    std::fwrite(k.data(), 1, k.size(), stdout);
+    std::fputc('\t', stdout);
+    std::fwrite(v.data(), 1, v.size(), stdout);
+    std::fputc('\n', stdout);
+  };
+  if (reverse) {
+    for (it->SeekToLast(); it->Valid(); it->Prev()) print();
+  } else {
+    for (it->SeekToFirst(); it->Valid(); it->Next()) print();
+  }
+  s = it->status();
+  return s.ok() ? 0 : report({"scan", a[0], s});
+}
+
+// Prints "name: value" lines, the values aligned.
+using field = std::pair<std::string_view, std::string>;
+void print_fields(const std::vector<field>& fields) {
+  for (const auto& [name, value] : fields) {
+    std::printf("%-20s %s\n", (std::string(name) + ":").c_str(), value.c_str());
+  }
+  std::fflush(stdout);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", s);
+  return buf;
+}
+
+int run_stats(arguments& args) {
+  pool_opener opener(args, false);
+  args.reject_unused("stats");
+  expect_arguments(args, "stats", 1, 1);
+  const std::string& path = args.positional()[0];
+  std::unique_ptr<DB> db;
+  Status s = opener.open(path, &db);
+  if (!s.ok()) return report({"stats", path, s});
+  Stats st = db->GetStats();
+  using std::to_string;
+  print_fields({{"pool", path},
+                {"configuration", st.configuration},
+                {"granularity", st.granularity},
+                {"pool_size", to_string(st.pool_size)},
+                {"pool_used", to_string(st.pool_used)},
+                {"live_keys", to_string(st.live_keys)},
+                {"versions", to_string(st.versions)},
+                {"visible_version", to_string(st.visible_version)},
+                {"recovered_versions", to_string(st.recovered_versions)},
+                {"recovery_seconds", seconds_text(st.recovery_seconds)},
+                {"puts", to_string(st.puts)},
+                {"deletes", to_string(st.deletes)},
+                {"batches", to_string(st.batches)},
+                {"gets", to_string(st.gets)},
+                {"iterators", to_string(st.iterators)},
+                {"pwb", to_string(st.pwb)},
+                {"pfence", to_string(st.pfence)}});
+  return 0;
+}
+
+// Uncommitted nodes and an interrupted batch are what a crash leaves: not a problem (the
+// next open drops them), so they do not fail the check; DB::Check's status decides.
+int run_check(arguments& args) {
+  args.reject_unused("check");
+  expect_arguments(args, "check", 1, 1);
+  const std::string& path = args.positional()[0];
+  CheckReport r;
+  Status s = DB::Check(path, &r);
+  using std::to_string;
+  print_fields({{"pool", path},
+                {"configuration", r.configuration},
+                {"granularity", r.granularity},
+                {"pool_size", to_string(r.pool_size)},
+                {"versions", to_string(r.versions)},
+                {"keys", to_string(r.keys)},
+                {"live_keys", to_string(r.live_keys)},
+                {"newest_version", to_string(r.newest_version)},
+                {"uncommitted", to_string(r.uncommitted)},
+                {"batch_in_progress", r.batch_in_progress ? "yes" : "no"},
+                {"status", s.ToString()}});
+  if (s.ok() && (r.uncommitted != 0 || r.batch_in_progress)) {
+    std::printf("note: the pool holds writes that did not complete; the next open drops "
+                "them\n");
+  }
+  return s.ok() ? 0 : report({"check", path, s});
+}
+
+int run_bench_command(arguments& args) {
+  if (args.flag("help")) {
+    std::fputs(bench_usage().c_str(), stdout);
+    return 0;
+  }
+  bench_config config;
+  try {
+    config = parse_bench_config(args);
+    args.reject_unused("bench");
+    expect_arguments(args, "bench", 0, 0);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "flintkv: %s\n\n%s", e.what(), bench_usage().c_str());
+    return 2;
+  }
+  return run_bench(config);
+}
+
+int run(int argc, const char* const* argv) {
+  if (argc < 2) throw usage_error("no command");
+  std::string_view command = argv[1];
+  arguments args(argc, argv, 2);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::fputs(kUsage.data(), stdout);
+    return 0;
+  }
+  if (command == "put") return run_put(args);
+  if (command == "get") return run_get(args);
+  if (command == "delete") return run_delete(args);
+  if (command == "scan") return run_scan(args);
+  if (command == "stats") return run_stats(args);
+  if (command == "check") return run_check(args);
+  if (command == "bench") return run_bench_command(args);
+  throw usage_error("unknown command '" + std::string(command) + "'");
+}
+
+}  // namespace
+}  // namespace flintkv::tools
+
+int main(int argc, char** argv) {
+  using flintkv::tools::kUsage;
+  try {
+    return flintkv::tools::run(argc, argv);
+  } catch (const flintkv::tools::usage_error& e) {
+    std::fprintf(stderr, "flintkv: %s\n\n%.*s", e.what(), static_cast<int>(kUsage.size()),
+                 kUsage.data());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flintkv: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,605 @@
+// The flintkv command-line tool: runs the built binary (path in $FLINTKV) on pools in a
+// temporary folder under /dev/shm, and checks its output, its exit status and the pool files.
+// Also the tool's own units: the latency histogram and the argument parser.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "arguments.hpp"
+#include "bench.hpp"
+#include "histogram.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using flintkv::tools::arguments;
+using flintkv::tools::latency_histogram;
+using flintkv::tools::usage_error;
+
+struct outcome {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary | std::ios::ate);
+  if (!f) return {};
+  std::string bytes(static_cast<std::size_t>(f.tellg()), '\0');
+  f.seekg(0);
+  f.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
+}
+
+void write_file(const fs::path& p, std::string_view bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string shell_quote(std::string_view s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// A minimal JSON reader, enough to check the shape of `bench --json`: objects, arrays,
+// strings (escapes kept as written), numbers, true/false/null. Throws on malformed input.
+struct json;
+using json_object = std::map<std::string, json>;
+using json_array = std::vector<json>;
+struct json {
+  std::variant<std::nullptr_t, bool, double, std::string, json_array, json_object> v;
+  bool is_null() const { return std::holds_alternative<std::nullptr_t>(v); }
+  double number() const { return std::get<double>(v); }
+  const std::string& string() const { return std::get<std::string>(v); }
+  const json_array& array() const { return std::get<json_array>(v); }
+  const json_object& object() const { return std::get<json_object>(v); }
+};
+
+class json_reader {
+ public:
+  explicit json_reader(std::string_view text) : s_(text) {}
+  json document() {
+    json j = value();
+    skip();
+    if (i_ != s_.size()) fail("text after the document");
+    return j;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    throw std::runtime_error("JSON: " + what + " at offset " + std::to_string(i_));
+  }
+  void skip() {
+    while (i_ < s_.size() && std::string_view(" \t\r\n").find(s_[i_]) != std::string_view::npos) {
+      ++i_;
+    }
+  }
+  bool take(char c) {
+    skip();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!take(c)) fail(std::string("expected '") + c + "'");
+  }
+  std::string string_value() {
+    expect('"');
+    std::string out;
+    while (i_ < s_.size() && s_[i_] != '"') {
+      if (s_[i_] == '\\') out += s_[i_++];
+      if (i_ < s_.size()) out += s_[i_++];
+    }
+    expect('"');
+    return out;
+  }
+  json value() {
+    skip();
+    if (i_ >= s_.size()) fail("unexpected end");
+    char c = s_[i_];
+    if (c == '{') {
+      ++i_;
+      json_object o;
+      if (take('}')) return {o};
+      do {
+        std::string key = string_value();
+        expect(':');
+        o[key] = value();
+      } while (take(','));
+      expect('}');
+      return {o};
+    }
+    if (c == '[') {
+      ++i_;
+      json_array a;
+      if (take(']')) return {a};
+      do a.push_back(value());
+      while (take(','));
+      expect(']');
+      return {a};
+    }
+    if (c == '"') return {string_value()};
+    for (auto [word, j] : {std::pair<std::string_view, json>{"null", {nullptr}},
+                           {"true", {true}}, {"false", {false}}}) {
+      if (s_.substr(i_, word.size()) == word) {
+        i_ += word.size();
+        return j;
+      }
+    }
+    std::size_t end = std::min(s_.find_first_of(",]} \n", i_), s_.size());
+    std::string number(s_.substr(i_, end - i_));
+    char* stop = nullptr;
+    double d = std::strtod(number.c_str(), &stop);
+    if (number.empty() || *stop != '\0') fail("bad value '" + number + "'");
+    i_ = end;
+    return {d};
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("FLINTKV");
+    ASSERT_NE(bin, nullptr) << "set FLINTKV to the flintkv binary (meson test does)";
+    binary_ = bin;
+    std::string tmpl = "/dev/shm/flintkv-tools-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    pool_ = (dir_ / "test.pool").string();
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    if (!dir_.empty()) fs::remove_all(dir_, ignored);
+  }
+
+  // Runs flintkv with these arguments; captures stdout, stderr and the exit status.
+  outcome flintkv(const std::vector<std::string>& args) {
+    std::string cmd = shell_quote(binary_);
+    for (const std::string& a : args) cmd += " " + shell_quote(a);
+    fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
+    int raw = std::system(cmd.c_str());
+    outcome o;
+    o.exit_code = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    o.out = read_file(out);
+    o.err = read_file(err);
+    return o;
+  }
+  // A small pool: the tests never need the 1 GiB default.
+  outcome put(const std::string& key, const std::string& value) {
+    return flintkv({"put", "--pool_size=16M", pool_, "--", key, value});
+  }
+
+  std::string binary_;
+  fs::path dir_;
+  std::string pool_;
+};
+
+#define EXPECT_OK(o) EXPECT_EQ((o).exit_code, 0) << (o).err
+
+TEST_F(ToolsTest, PutGetDeleteRoundTrip) {
+  EXPECT_OK(put("apple", "red"));
+  EXPECT_OK(put("banana", "yellow"));
+  EXPECT_OK(put("apple", "green"));  // a newer version
+  outcome got = flintkv({"get", pool_, "apple"});
+  EXPECT_OK(got);
+  EXPECT_EQ(got.out, "green\n");
+  EXPECT_OK(flintkv({"delete", pool_, "apple"}));
+  outcome gone = flintkv({"get", pool_, "apple"});
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_EQ(gone.out, "");
+  EXPECT_NE(gone.err.find("NotFound"), std::string::npos) << gone.err;
+  EXPECT_EQ(flintkv({"get", pool_, "banana"}).out, "yellow\n");
+  // Deleting a missing key is not an error.
+  EXPECT_OK(flintkv({"delete", pool_, "cherry"}));
+}
+
+TEST_F(ToolsTest, KeysAndValuesThatLookLikeFlags) {
+  EXPECT_OK(put("--key", "--value"));
+  EXPECT_OK(put("k", ""));  // an empty value is a value
+  outcome got = flintkv({"get", pool_, "--", "--key"});
+  EXPECT_OK(got);
+  EXPECT_EQ(got.out, "--value\n");
+  outcome empty = flintkv({"get", pool_, "k"});
+  EXPECT_OK(empty);
+  EXPECT_EQ(empty.out, "\n");
+}
+
+TEST_F(ToolsTest, ScanHonoursBoundsAndDirection) {
+  for (std::string k : {"k1", "k2", "k3", "k4", "k5"}) ASSERT_EQ(put(k, "v" + k).exit_code, 0);
+  ASSERT_EQ(flintkv({"delete", pool_, "k4"}).exit_code, 0);
+  outcome all = flintkv({"scan", pool_});
+  EXPECT_OK(all);
+  EXPECT_EQ(all.out, "k1\tvk1\nk2\tvk2\nk3\tvk3\nk5\tvk5\n");
+  outcome range = flintkv({"scan", pool_, "k2", "k5"});
+  EXPECT_EQ(range.out, "k2\tvk2\nk3\tvk3\n");
+  outcome reverse = flintkv({"scan", "--reverse", pool_, "k2", "k5"});
+  EXPECT_OK(reverse);
+  EXPECT_EQ(reverse.out, "k3\tvk3\nk2\tvk2\n");
+  outcome from = flintkv({"scan", pool_, "k3"});
+  EXPECT_EQ(from.out, "k3\tvk3\nk5\tvk5\n");
+  outcome reverse_all = flintkv({"scan", pool_, "--reverse"});
+  EXPECT_EQ(reverse_all.out, "k5\tvk5\nk3\tvk3\nk2\tvk2\nk1\tvk1\n");
+  EXPECT_EQ(flintkv({"scan", pool_, "x", "y"}).out, "");
+}
+
+TEST_F(ToolsTest, OnlyPutCreatesAPoolUnlessAskedTo) {
+  outcome get = flintkv({"get", pool_, "k"});
+  EXPECT_EQ(get.exit_code, 1);
+  EXPECT_NE(get.err.find(pool_), std::string::npos) << get.err;
+  EXPECT_FALSE(fs::exists(pool_));
+  for (const char* cmd : {"delete", "scan", "stats"}) {
+    std::vector<std::string> args = {cmd, pool_};
+    if (std::string_view(cmd) == "delete") args.push_back("k");
+    EXPECT_EQ(flintkv(args).exit_code, 1) << cmd;
+    EXPECT_FALSE(fs::exists(pool_)) << cmd;
+  }
+  outcome created = flintkv({"get", "--create", "--pool_size=16M", pool_, "k"});
+  EXPECT_EQ(created.exit_code, 1);  // the pool is new and empty: NotFound
+  EXPECT_NE(created.err.find("NotFound"), std::string::npos) << created.err;
+  EXPECT_TRUE(fs::exists(pool_));
+  EXPECT_OK(flintkv({"scan", pool_}));
+}
+
+TEST_F(ToolsTest, StatsReportsTheStore) {
+  ASSERT_EQ(put("a", "1").exit_code, 0);
+  ASSERT_EQ(put("b", "2").exit_code, 0);
+  ASSERT_EQ(put("a", "3").exit_code, 0);
+  outcome s = flintkv({"stats", pool_});
+  EXPECT_OK(s);
+  EXPECT_NE(s.out.find("live_keys:           2\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("pool_size:           16777216\n"), std::string::npos) << s.out;
+  for (const char* field : {"configuration:", "granularity:", "versions:", "pool_used:",
+                            "recovered_versions:", "recovery_seconds:", "pwb:", "pfence:"}) {
+    EXPECT_NE(s.out.find(field), std::string::npos) << field;
+  }
+}
+
+TEST_F(ToolsTest, CheckAcceptsAGoodPoolWithoutChangingIt) {
+  ASSERT_EQ(put("a", "1").exit_code, 0);
+  ASSERT_EQ(put("b", "2").exit_code, 0);
+  ASSERT_EQ(flintkv({"delete", pool_, "a"}).exit_code, 0);
+  std::string before = read_file(pool_);
+  outcome c = flintkv({"check", pool_});
+  EXPECT_OK(c);
+  EXPECT_NE(c.out.find("keys:                2\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("live_keys:           1\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("status:              OK\n"), std::string::npos) << c.out;
+  EXPECT_TRUE(read_file(pool_) == before) << "check changed the pool";
+}
+
+TEST_F(ToolsTest, CheckRejectsRandomBytesNamingTheFile) {
+  std::mt19937_64 random(7);
+  for (std::size_t size : {std::size_t{100}, std::size_t{16} << 20}) {
+    std::string bytes(size, '\0');
+    for (std::size_t i = 0; i < size; i += 8) {
+      std::uint64_t r = random();
+      std::memcpy(bytes.data() + i, &r, std::min<std::size_t>(8, size - i));
+    }
+    write_file(pool_, bytes);
+    outcome c = flintkv({"check", pool_});
+    EXPECT_NE(c.exit_code, 0) << size;
+    EXPECT_NE(c.err.find(pool_), std::string::npos) << c.err;
+    EXPECT_TRUE(read_file(pool_) == bytes) << "check changed the file";
+    // Opening it is refused too, and leaves it as it was.
+    outcome get = flintkv({"get", pool_, "k"});
+    EXPECT_EQ(get.exit_code, 1);
+    EXPECT_NE(get.err.find(pool_), std::string::npos) << get.err;
+    EXPECT_TRUE(read_file(pool_) == bytes) << "get changed the file";
+  }
+}
+
+TEST_F(ToolsTest, CheckRejectsAFlippedHeaderByte) {
+  ASSERT_EQ(put("a", "1").exit_code, 0);
+  const std::string good = read_file(pool_);
+  // The magic, the pool size and the uuid: each covered by the header's checks.
+  for (std::size_t offset : {std::size_t{0}, std::size_t{17}, std::size_t{30}}) {
+    std::string bad = good;
+    bad[offset] = static_cast<char>(bad[offset] ^ 0x20);
+    write_file(pool_, bad);
+    outcome c = flintkv({"check", pool_});
+    EXPECT_EQ(c.exit_code, 1) << "offset " << offset;
+    EXPECT_NE(c.err.find(pool_), std::string::npos) << c.err;
+    if (offset == 30) {  // only the checksum covers the uuid
+      EXPECT_NE(c.err.find("Corruption"), std::string::npos) << c.err;
+    }
+  }
+  write_file(pool_, good);
+  EXPECT_OK(flintkv({"check", pool_}));
+}
+
+TEST_F(ToolsTest, UnwritablePathIsAnErrorNotACrash) {
+  outcome o = flintkv({"put", "/proc/flintkv-no-such-dir/x.pool", "k", "v"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("/proc/flintkv-no-such-dir/x.pool"), std::string::npos) << o.err;
+  outcome dir = flintkv({"put", "--pool_size=16M", dir_.string(), "k", "v"});
+  EXPECT_EQ(dir.exit_code, 1);
+  outcome check = flintkv({"check", (dir_ / "missing.pool").string()});
+  EXPECT_EQ(check.exit_code, 1);
+  EXPECT_NE(check.err.find("missing.pool"), std::string::npos) << check.err;
+}
+
+TEST_F(ToolsTest, BadArgumentsPrintUsage) {
+  const std::vector<std::vector<std::string>> bad = {
+      {},
+      {"frobnicate"},
+      {"get"},
+      {"get", pool_},
+      {"put", pool_, "k"},
+      {"put", pool_, "k", "v", "extra"},
+      {"scan", pool_, "a", "b", "c"},
+      {"check"},
+      {"get", "--verbose", pool_, "k"},
+      {"scan", "--reverse=sideways", pool_},
+      {"put", "--pool_size=lots", pool_, "k", "v"},
+      {"put", "--pool_size=1K", pool_, "k", "v"},
+      {"put", "--pool_size=99999999999999999999999", pool_, "k", "v"},
+      {"check", "--reverse", pool_},
+      {"bench", "--num=abc"},
+      {"bench", "--num=-5"},
+      {"bench", "--num=0"},
+      {"bench", "--num=12x"},
+      {"bench", "--threads=0"},
+      {"bench", "--benchmarks=fillrandom,nosuch"},
+      {"bench", "--benchmarks="},
+      {"bench", "--key_size=3", "--num=100000"},
+      {"bench", "--value_size=99999999"},
+      {"bench", "--use_existing_db"},
+      {"bench", "--json"},
+      {"bench", "extra"},
+  };
+  for (const auto& args : bad) {
+    outcome o = flintkv(args);
+    std::string shown;
+    for (const auto& a : args) shown += a + " ";
+    EXPECT_EQ(o.exit_code, 2) << shown << "\n" << o.err;
+    EXPECT_NE(o.err.find("Usage: flintkv"), std::string::npos) << shown << "\n" << o.err;
+  }
+  EXPECT_FALSE(fs::exists(pool_));
+  outcome help = flintkv({"help"});
+  EXPECT_OK(help);
+  EXPECT_NE(help.out.find("Usage: flintkv"), std::string::npos);
+  outcome bench_help = flintkv({"bench", "--help"});
+  EXPECT_OK(bench_help);
+  EXPECT_NE(bench_help.out.find("--benchmarks"), std::string::npos);
+}
+
+// Lines of `bench` output that report `name`: "name<spaces>: ...".
+std::vector<std::string> result_lines(const std::string& out, const std::string& name) {
+  std::vector<std::string> found;
+  for (const std::string& line : lines_of(out)) {
+    if (line.starts_with(name + " ") && line.find(':') != std::string::npos &&
+        line.substr(0, line.find(':')).find_first_not_of(' ', name.size()) ==
+            std::string::npos) {
+      found.push_back(line);
+    }
+  }
+  return found;
+}
+
+TEST_F(ToolsTest, BenchRunsEveryBenchmarkAndWritesJson) {
+  const std::string db = (dir_ / "bench.pool").string(), json_file = (dir_ / "r.json").string();
+  const std::vector<std::string>& names = flintkv::tools::bench_names();
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ",") + n;
+  outcome o = flintkv({"bench", "--benchmarks=" + list, "--num=2000", "--db=" + db,
+                       "--json=" + json_file, "--histogram"});
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  for (const char* header : {"FlintKV:", "Granularity:", "Keys:", "Values:", "Entries:",
+                             "Threads:"}) {
+    EXPECT_NE(o.out.find(header), std::string::npos) << header;
+  }
+  for (const std::string& n : names) {
+    std::vector<std::string> lines = result_lines(o.out, n);
+    ASSERT_EQ(lines.size(), 1u) << n << "\n" << o.out;
+    for (const char* field : {"micros/op", "ops/s", "p50", "p99", "pwb/op", "pfence/op"}) {
+      EXPECT_NE(lines[0].find(field), std::string::npos) << n << ": " << field;
+    }
+  }
+  EXPECT_NE(o.out.find("percentiles (us): P50"), std::string::npos);
+  EXPECT_TRUE(fs::exists(db)) << "a pool named by --db is kept";
+
+  json doc = json_reader(read_file(json_file)).document();
+  const json_array& results = doc.array();
+  ASSERT_EQ(results.size(), names.size());
+  std::map<std::string, json_object> by_name;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const json_object& r = results[i].object();
+    for (const char* field : {"benchmark", "ops", "seconds", "ops_per_sec", "micros_per_op",
+                              "p50_us", "p99_us", "pwb_per_op", "pfence_per_op", "threads",
+                              "num", "key_size", "value_size", "configuration"}) {
+      ASSERT_TRUE(r.contains(field)) << i << ": " << field;
+    }
+    const std::string& name = r.at("benchmark").string();
+    EXPECT_EQ(name, names[i]);
+    EXPECT_EQ(r.at("num").number(), 2000);
+    EXPECT_EQ(r.at("threads").number(), 1);
+    EXPECT_EQ(r.at("key_size").number(), 16);
+    EXPECT_EQ(r.at("value_size").number(), 64);
+    EXPECT_GT(r.at("ops_per_sec").number(), 0) << name;
+    EXPECT_GE(r.at("pwb_per_op").number(), 0) << name;
+    if (name != "recover") {
+      EXPECT_EQ(r.at("ops").number(), 2000) << name;
+      EXPECT_GT(r.at("p99_us").number(), 0) << name;
+      EXPECT_LE(r.at("p50_us").number(), r.at("p99_us").number()) << name;
+    }
+    by_name[name] = r;
+  }
+  // fillrandom drew keys with repeats, so readrandom finds some but not all; no missing key
+  // is ever found.
+  EXPECT_GT(by_name["readrandom"].at("found").number(), 0);
+  EXPECT_LT(by_name["readrandom"].at("found").number(), 2000);
+  EXPECT_EQ(by_name["readmissing"].at("found").number(), 0);
+  EXPECT_GT(by_name["seekrandom"].at("found").number(), 0);
+  EXPECT_LT(by_name["seekrandom"].at("found").number(), 2000);
+  EXPECT_EQ(by_name["seekrandom"].at("seek_nexts").number(), 10);
+  EXPECT_EQ(by_name["fillbatch"].at("batch_size").number(), 100);
+  EXPECT_LE(by_name["readwhilewriting"].at("writer_puts").number(), 2000);
+  const json_object& rec = by_name["recover"];
+  for (const char* field : {"reopen_seconds", "insert_seconds", "ratio", "recovered_versions"}) {
+    ASSERT_TRUE(rec.contains(field)) << field;
+  }
+  // recover ran after fillbatch (2000 versions) and readwhilewriting's puts.
+  EXPECT_EQ(rec.at("recovered_versions").number(),
+            2000 + by_name["readwhilewriting"].at("writer_puts").number());
+  EXPECT_GT(rec.at("insert_seconds").number(), 0);
+  EXPECT_NEAR(rec.at("ratio").number(),
+              rec.at("reopen_seconds").number() / rec.at("insert_seconds").number(), 1e-6);
+
+  // The pool it left holds what fillbatch wrote: every key, and check accepts it.
+  outcome check = flintkv({"check", db});
+  EXPECT_OK(check);
+  EXPECT_NE(check.out.find("live_keys:           2000\n"), std::string::npos) << check.out;
+}
+
+TEST_F(ToolsTest, BenchSplitsWorkAcrossThreads) {
+  const std::string json_file = (dir_ / "r.json").string();
+  outcome o = flintkv({"bench", "--benchmarks=fillseq,readrandom,deleterandom,readwhilewriting",
+                       "--num=3001", "--threads=2", "--json=" + json_file});
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  json doc = json_reader(read_file(json_file)).document();
+  ASSERT_EQ(doc.array().size(), 4u);
+  for (const json& r : doc.array()) {
+    EXPECT_EQ(r.object().at("ops").number(), 3001) << r.object().at("benchmark").string();
+    EXPECT_EQ(r.object().at("threads").number(), 2);
+  }
+  // fillseq's two threads covered the whole key space between them.
+  EXPECT_EQ(doc.array()[1].object().at("found").number(), 3001);
+  // The default pool, named in the header, is gone at exit.
+  std::size_t at = o.out.find("Pool:");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  std::string line = o.out.substr(at, o.out.find('\n', at) - at);
+  EXPECT_NE(line.find("(removed at exit)"), std::string::npos) << line;
+  std::size_t slash = line.find('/');
+  ASSERT_NE(slash, std::string::npos) << line;
+  std::string default_pool = line.substr(slash, line.find(',') - slash);
+  EXPECT_TRUE(default_pool.starts_with("/dev/shm/flintkv-bench-")) << default_pool;
+  EXPECT_FALSE(fs::exists(default_pool)) << default_pool;
+}
+
+TEST_F(ToolsTest, BenchUsesAnExistingPoolOnlyWhenAsked) {
+  const std::string db = (dir_ / "existing.pool").string();
+  ASSERT_EQ(flintkv({"bench", "--benchmarks=fillseq", "--num=500", "--db=" + db}).exit_code, 0);
+  std::string before = read_file(db);
+  outcome refused = flintkv({"bench", "--benchmarks=fillrandom", "--num=500", "--db=" + db});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("--use_existing_db"), std::string::npos) << refused.err;
+  EXPECT_TRUE(read_file(db) == before) << "bench changed a pool it was not allowed to use";
+
+  outcome reused = flintkv({"bench", "--benchmarks=fillrandom,readrandom,recover", "--num=500",
+                            "--db=" + db, "--use_existing_db"});
+  EXPECT_OK(reused);
+  EXPECT_NE(reused.out.find("skipped (--use_existing_db)"), std::string::npos) << reused.out;
+  ASSERT_EQ(result_lines(reused.out, "readrandom").size(), 1u) << reused.out;
+  EXPECT_NE(result_lines(reused.out, "readrandom")[0].find("(500 of 500 found)"),
+            std::string::npos);
+  EXPECT_EQ(result_lines(reused.out, "recover").size(), 1u) << reused.out;
+  EXPECT_FALSE(fs::exists(db + ".recover-insert"));
+}
+
+TEST_F(ToolsTest, BenchRecoverNeedsAPopulatedPool) {
+  outcome o = flintkv({"bench", "--benchmarks=recover", "--num=100"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("recover needs a populated pool"), std::string::npos) << o.err;
+  outcome json = flintkv({"bench", "--benchmarks=fillseq", "--num=100",
+                          "--json=" + (dir_ / "no-such-dir" / "r.json").string()});
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_NE(json.err.find("no-such-dir/r.json"), std::string::npos) << json.err;
+}
+
+TEST_F(ToolsTest, BenchReportsAFullPool) {
+  // 8 MiB cannot hold 100000 values of 1000 bytes: NoSpace, reported, no crash.
+  outcome o = flintkv({"bench", "--benchmarks=fillseq", "--num=100000", "--value_size=1000",
+                       "--pool_size=8M"});
+  EXPECT_EQ(o.exit_code, 1);
+  EXPECT_NE(o.err.find("NoSpace"), std::string::npos) << o.err;
+}
+
+TEST(LatencyHistogramTest, BucketsTileTheRange) {
+  EXPECT_EQ(latency_histogram::bucket_of(0), 0u);
+  EXPECT_EQ(latency_histogram::bucket_of(~std::uint64_t{0}), latency_histogram::kBuckets - 1);
+  for (std::size_t b = 0; b + 1 < latency_histogram::kBuckets; ++b) {
+    std::uint64_t lo = latency_histogram::lower_bound_of(b);
+    std::uint64_t next = latency_histogram::lower_bound_of(b + 1);
+    ASSERT_LT(lo, next) << b;
+    ASSERT_EQ(latency_histogram::bucket_of(lo), b);
+    ASSERT_EQ(latency_histogram::bucket_of(next - 1), b);
+    // A bucket is at most 1/32 of its lower bound wide (exact below 32).
+    ASSERT_LE(next - lo, std::max<std::uint64_t>(1, lo / 32)) << b;
+  }
+}
+
+TEST(LatencyHistogramTest, PercentilesMatchTheSortedSamples) {
+  std::mt19937_64 random(11);
+  std::lognormal_distribution<double> latency(8.0, 1.5);  // ~3 us median, long tail
+  latency_histogram h, half1, half2;
+  std::vector<std::uint64_t> samples;
+  for (int i = 0; i < 100000; ++i) {
+    auto v = static_cast<std::uint64_t>(latency(random));
+    samples.push_back(v);
+    h.add(v);
+    (i % 2 ? half1 : half2).add(v);
+  }
+  half1.merge(half2);
+  std::sort(samples.begin(), samples.end());
+  EXPECT_EQ(h.count(), samples.size());
+  EXPECT_EQ(h.min(), samples.front());
+  EXPECT_EQ(h.max(), samples.back());
+  for (double q : {0.0, 0.01, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0}) {
+    std::size_t rank = std::max<std::size_t>(1, static_cast<std::size_t>(
+                                                    std::ceil(q * double(samples.size()))));
+    double exact = double(samples[rank - 1]);
+    EXPECT_NEAR(h.percentile(q), exact, std::max(1.0, exact / 32)) << q;
+    EXPECT_EQ(half1.percentile(q), h.percentile(q)) << q;
+  }
+  EXPECT_EQ(latency_histogram().percentile(0.5), 0);
+}
+
+TEST(ArgumentsTest, ParsesFlagsNumbersAndPositionals) {
+  const char* argv[] = {"flintkv", "scan", "--reverse", "pool", "--num=42", "--size=2M",
+                        "--", "--literal"};
+  arguments a(8, argv, 2);
+  EXPECT_TRUE(a.flag("reverse"));
+  EXPECT_FALSE(a.flag("create"));
+  EXPECT_EQ(a.number("num", 7, 1, 100), 42u);
+  EXPECT_EQ(a.number("absent", 7, 1, 100), 7u);
+  EXPECT_EQ(a.bytes("size", 1, 1u << 30), std::uint64_t{2} << 20);
+  EXPECT_EQ(a.positional(), (std::vector<std::string>{"pool", "--literal"}));
+  EXPECT_NO_THROW(a.reject_unused("scan"));
+
+  const char* bad[] = {"flintkv", "bench", "--num=4x2", "--threads=0", "--other"};
+  arguments b(5, bad, 2);
+  EXPECT_THROW(b.number("num", 1, 1, 100), usage_error);
+  EXPECT_THROW(b.number("threads", 1, 1, 100), usage_error);
+  EXPECT_THROW(b.reject_unused("bench"), usage_error);
+  EXPECT_THROW(flintkv::tools::parse_bytes("17P", "x"), usage_error);
+  EXPECT_THROW(flintkv::tools::parse_bytes("99999999999T", "x"), usage_error);
+  EXPECT_EQ(flintkv::tools::parse_bytes("3k", "x"), 3072u);
+}
+
+}  // namespace
