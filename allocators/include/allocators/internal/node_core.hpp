@@ -1,5 +1,6 @@
 // The machinery behind node_allocator: per-thread free lists per size class, a shared stack
-// of whole lists per class, and 1 MiB arenas that new blocks are carved from.
+// of whole lists per class, and 2 MiB arenas that new blocks are carved from (each aligned
+// to its size and advised for a transparent huge page).
 //
 // Thread safety: the shared stacks and the arenas are guarded by one mutex, taken only when
 // a thread's list runs empty or full.
@@ -33,7 +34,7 @@ struct node_cache {
 
 class node_core final : public per_thread_owner {
  public:
-  static constexpr std::size_t arena_size = std::size_t{1} << 20;
+  static constexpr std::size_t arena_size = std::size_t{2} << 20;
 
   ~node_core() override;
 
