@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -36,6 +37,8 @@ struct inode {
   }
   std::atomic<inode*>& next(int level) { return links()[level]; }
   inode* load_next(int level) const { return links()[level].load(std::memory_order_acquire); }
+  // For prefetching only: the pointer may not be dereferenced.
+  inode* next_relaxed(int level) const { return links()[level].load(std::memory_order_relaxed); }
 
   static std::size_t size_for(int height, std::size_t key_size) {
     return sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) +
@@ -68,11 +71,30 @@ struct inode {
 };
 static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
 
-// Three-way bytewise comparison.
+// Three-way bytewise comparison, eight bytes at a time (searches compare a key at every node
+// they pass, and the library memcmp call costs more than the comparison of a short key).
 inline int compare_keys(std::string_view a, std::string_view b) {
-  std::size_t n = a.size() < b.size() ? a.size() : b.size();
-  int c = n == 0 ? 0 : std::memcmp(a.data(), b.data(), n);
-  if (c != 0) return c;
+  const std::size_t n = a.size() < b.size() ? a.size() : b.size();
+  const char* x = a.data();
+  const char* y = b.data();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t u, v;
+    std::memcpy(&u, x + i, 8);
+    std::memcpy(&v, y + i, 8);
+    if (u != v) {
+      if constexpr (std::endian::native == std::endian::little) {
+        u = __builtin_bswap64(u);
+        v = __builtin_bswap64(v);
+      }
+      return u < v ? -1 : 1;
+    }
+  }
+  for (; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(x[i]);
+    const auto d = static_cast<unsigned char>(y[i]);
+    if (c != d) return c < d ? -1 : 1;
+  }
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
 }
 
@@ -90,16 +112,26 @@ class skiplist {
 
   inode* head() const { return head_; }
 
+  // One above the highest level any node is linked at (at least 1). Searches start below it:
+  // the levels above hold only the head. It only grows; a reader that sees an older value
+  // starts lower, which skips no node (every node is linked at level 0).
+  int height() const { return height_.load(std::memory_order_relaxed); }
+
   // Neighbours of the position (key, version) at every level: preds[i] is the last node
   // before it, succs[i] the first at or after it (nullptr: the end). With version =
   // UINT64_MAX this is where a new version of `key` goes: before every existing version.
   void locate(std::string_view key, std::uint64_t version, inode** preds, inode** succs) const {
     inode* pred = head_;
-    for (int level = kMaxHeight - 1; level >= 0; --level) {
-      inode* curr = pred->load_next(level);
+    const int top = height();
+    for (int level = kMaxHeight - 1; level >= top; --level) {
+      preds[level] = head_;  // a hint only: promote walks on from it
+      succs[level] = nullptr;
+    }
+    for (int level = top - 1; level >= 0; --level) {
+      inode* curr = next_prefetched(pred, level);
       while (curr != nullptr && before(curr, key, version)) {
         pred = curr;
-        curr = pred->load_next(level);
+        curr = next_prefetched(pred, level);
       }
       preds[level] = pred;
       succs[level] = curr;
@@ -110,11 +142,11 @@ class skiplist {
   inode* seek(std::string_view key, std::uint64_t version) const {
     inode* pred = head_;
     inode* curr = nullptr;
-    for (int level = kMaxHeight - 1; level >= 0; --level) {
-      curr = pred->load_next(level);
+    for (int level = height() - 1; level >= 0; --level) {
+      curr = next_prefetched(pred, level);
       while (curr != nullptr && before(curr, key, version)) {
         pred = curr;
-        curr = pred->load_next(level);
+        curr = next_prefetched(pred, level);
       }
     }
     return curr;
@@ -123,11 +155,11 @@ class skiplist {
   // The last node whose key is below `key` (head_ if none).
   inode* last_below(std::string_view key) const {
     inode* pred = head_;
-    for (int level = kMaxHeight - 1; level >= 0; --level) {
-      inode* curr = pred->load_next(level);
+    for (int level = height() - 1; level >= 0; --level) {
+      inode* curr = next_prefetched(pred, level);
       while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
         pred = curr;
-        curr = pred->load_next(level);
+        curr = next_prefetched(pred, level);
       }
     }
     return pred;
@@ -136,7 +168,7 @@ class skiplist {
   // The last node of the list (head_ if empty).
   inode* last() const {
     inode* pred = head_;
-    for (int level = kMaxHeight - 1; level >= 0; --level) {
+    for (int level = height() - 1; level >= 0; --level) {
       for (inode* curr = pred->load_next(level); curr != nullptr; curr = pred->load_next(level)) {
         pred = curr;
       }
@@ -150,7 +182,8 @@ class skiplist {
 
   // Links `n` into levels 1 .. height-1, lock-free. `preds`/`succs` are hints from locate
   // and are refreshed when stale. REQUIRES: n is linked at level 0.
-  void promote(inode* n, inode** preds, inode** succs) const {
+  void promote(inode* n, inode** preds, inode** succs) {
+    raise_height(n->height);
     for (int level = 1; level < n->height; ++level) {
       while (true) {
         inode* pred = preds[level];
@@ -177,6 +210,7 @@ class skiplist {
     if (build_tail_[0] == nullptr) {
       for (auto& t : build_tail_) t = head_;
     }
+    raise_height(n->height);
     for (int level = 0; level < n->height; ++level) {
       build_tail_[level]->next(level).store(n, std::memory_order_relaxed);
       build_tail_[level] = n;
@@ -185,7 +219,29 @@ class skiplist {
   void finish_build() { std::atomic_thread_fence(std::memory_order_release); }
 
  private:
+  // pred's successor at `level`. A search compares that successor next (one cache miss), and
+  // if the successor is not before its target it goes down to pred's successor one level
+  // below (another). Both are known now, so the second line is requested while the first is
+  // compared: the two misses overlap instead of following each other.
+  static inode* next_prefetched(const inode* pred, int level) {
+    inode* n = pred->load_next(level);
+    if (level > 0) {
+      if (inode* below = pred->next_relaxed(level - 1); below != nullptr && below != n) {
+        __builtin_prefetch(below);
+      }
+    }
+    return n;
+  }
+
+  // Raised before a node is linked above level 0.
+  void raise_height(int h) {
+    int seen = height_.load(std::memory_order_relaxed);
+    while (seen < h && !height_.compare_exchange_weak(seen, h, std::memory_order_relaxed)) {
+    }
+  }
+
   inode* head_;
+  std::atomic<int> height_{1};
   inode* build_tail_[kMaxHeight] = {};
 };
 
