@@ -182,6 +182,7 @@ struct worker {
   latency_histogram latency;
   std::uint64_t ops = 0;    // operations done (entries, for fillbatch)
   std::uint64_t found = 0;  // reads that found their key
+  std::string value;        // where reads put their value, reused as db_bench does
   steady::time_point start, finish;
   Status status;
 };
@@ -440,8 +441,7 @@ Status bench_runner::run_one(std::string_view name, std::size_t position, result
     r->found = 0;
     Status s = measure(name, position, random_ops([&, missing](worker& w, std::uint64_t k) {
       std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
-      std::string value;
-      return count_read(w, timed(w, [&] { return db.Get(key, &value); }));
+      return count_read(w, timed(w, [&] { return db.Get(key, &w.value); }));
     }), r);
     found_message();
     return s;
@@ -511,10 +511,9 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
       return Status::OK();
     }
     Status result_status;
-    std::string value;
     for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
       std::string_view key = w.keys.key(w.random.uniform(num));
-      result_status = count_read(w, timed(w, [&] { return db.Get(key, &value); }));
+      result_status = count_read(w, timed(w, [&] { return db.Get(key, &w.value); }));
       if (!result_status.ok()) break;
       ++w.ops;
     }

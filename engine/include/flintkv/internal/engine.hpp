@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "flintkv/db.hpp"
+#include "flintkv/internal/counter.hpp"
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
@@ -125,7 +126,7 @@ class engine final : public DB {
     return guarded([&]() -> Status {
       if (Status s = check_key(key); !s.ok()) return s;
       std::uint64_t vv = read_version(options);
-      gets_.fetch_add(1, std::memory_order_relaxed);
+      gets_.add();
       inode* n = index_->seek(key, vv);
       if (n == nullptr || n->key() != key || n->tombstone) {
         return Status::NotFound(std::string(key.substr(0, 64)));
@@ -155,17 +156,17 @@ class engine final : public DB {
   }
 
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override {
-    iterators_.fetch_add(1, std::memory_order_relaxed);
+    iterators_.add();
     return std::make_unique<iterator_impl>(this, read_version(options), options);
   }
 
   Stats GetStats() override {
     Stats s;
-    s.puts = puts_.load(std::memory_order_relaxed);
-    s.deletes = deletes_.load(std::memory_order_relaxed);
-    s.batches = batches_.load(std::memory_order_relaxed);
-    s.gets = gets_.load(std::memory_order_relaxed);
-    s.iterators = iterators_.load(std::memory_order_relaxed);
+    s.puts = puts_.load();
+    s.deletes = deletes_.load();
+    s.batches = batches_.load();
+    s.gets = gets_.load();
+    s.iterators = iterators_.load();
     flit::counts c = flit::all_threads();
     s.pwb = c.pwb;
     s.pfence = c.pfence;
@@ -462,7 +463,7 @@ class engine final : public DB {
     }
     if (s.ok()) {
       index_->promote(u.index_node, u.preds, u.succs);
-      (tombstone ? deletes_ : puts_).fetch_add(1, std::memory_order_relaxed);
+      (tombstone ? deletes_ : puts_).add();
       last_write_version_ = u.index_node->version;
     }
     io::complete();
@@ -508,7 +509,7 @@ class engine final : public DB {
       attach(*me);  // a batch is never refused: stale neighbours are retried in attach
     }
     for (update& u : updates) index_->promote(u.index_node, u.preds, u.succs);
-    batches_.fetch_add(1, std::memory_order_relaxed);
+    batches_.add();
     last_write_version_ = updates.front().index_node->version;
     io::complete();
     return Status::OK();
@@ -856,9 +857,8 @@ class engine final : public DB {
   alignas(64) std::atomic<bool> combiner_lock_{false};
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
   alignas(64) std::atomic<std::uint64_t> visible_version_{0};
-  alignas(64) std::atomic<std::uint64_t> puts_{0}, deletes_{0}, batches_{0};
-  alignas(64) std::atomic<std::uint64_t> gets_{0}, iterators_{0};
-  std::atomic<std::uint64_t> live_keys_{0}, versions_{0};
+  striped_counter puts_, deletes_, batches_, gets_, iterators_;
+  alignas(64) std::atomic<std::uint64_t> live_keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
   std::mutex snapshots_mutex_;
