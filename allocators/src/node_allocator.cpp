@@ -27,10 +27,16 @@ void* map_arena() noexcept {
   }
   void* arena = reinterpret_cast<void*>(aligned);
   ::madvise(arena, size, MADV_HUGEPAGE);  // a hint: without huge pages the arena still works
+  unpoison(arena, size);
   return arena;
 }
 
-void unmap_arena(void* arena) noexcept { ::munmap(arena, node_core::arena_size); }
+// AddressSanitizer keeps the marks of poisoned blocks after munmap: cleared first, so that
+// whatever is mapped at these addresses next (another arena, a pool) starts addressable.
+void unmap_arena(void* arena) noexcept {
+  unpoison(arena, node_core::arena_size);
+  ::munmap(arena, node_core::arena_size);
+}
 
 // Blocks per thread list: about 16 KiB per class, between 8 and 128 blocks.
 std::uint32_t list_capacity(unsigned c) {
