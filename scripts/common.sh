@@ -35,12 +35,15 @@ install_packages() {
   fi
 }
 
-# build_in DIR [meson setup options...]: configures DIR once, then builds what changed.
+# build_in DIR [meson setup options...]: configures DIR (or, if it exists, sets the given
+# options again, so that a build directory follows the scripts), then builds what changed.
 build_in() {
   local dir=$1
   shift
   if [ ! -f "$dir/build.ninja" ]; then
     meson setup "$dir" "$@" >/dev/null
+  elif [ $# -gt 0 ]; then
+    meson configure "$dir" "$@" >/dev/null
   fi
   ninja -C "$dir" >/dev/null || ninja -C "$dir"
 }
