@@ -22,7 +22,7 @@
 
 namespace flintkv::internal {
 
-inline constexpr int kMaxHeight = 20;
+inline constexpr int kMaxHeight = 32;  // enough for 2^32 versions at branching factor 2
 
 struct inode {
   std::uint64_t version;
@@ -96,6 +96,10 @@ inline int compare_keys(std::string_view a, std::string_view b) {
     if (c != d) return c < d ? -1 : 1;
   }
   return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+}
+
+inline bool same_key(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && compare_keys(a, b) == 0;
 }
 
 // Orders (key, version) positions: key ascending, then version descending.
