@@ -9,10 +9,12 @@ array with one object per benchmark as `flintkv bench --json` writes it.
 import glob
 import json
 import os
-import platform
 import re
 import statistics
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from machine import cpu_model  # noqa: E402  (bench/machine.py)
 
 
 def load(out_dir):
@@ -40,17 +42,6 @@ def fmt_int(v):
 
 def fmt(v, digits=2):
     return "–" if v is None else f"{v:.{digits}f}"
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def read_text(path):

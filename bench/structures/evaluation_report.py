@@ -13,6 +13,9 @@ import sys
 import tempfile
 from collections import defaultdict
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from machine import cpu_model  # noqa: E402  (bench/machine.py)
+
 STRUCTURES = ["list", "hash_table", "bst", "skiplist"]
 MODES = ["automatic", "traversal", "manual"]
 PLACEMENTS = ["hashed", "adjacent", "link_and_persist", "plain", "nonpersistent"]
@@ -210,17 +213,6 @@ def plot(points, png):
     with open(gp, "w") as f:
         f.write("\n".join(script) + "\n")
     subprocess.run(["gnuplot", gp], check=True)
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "?"
 
 
 def main():
