@@ -181,7 +181,10 @@ TYPED_TEST(ConcurrencyTest, ManyMoreThreadsThanSlots) {
   for (int t = 0; t < 12; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 100; ++i) {
-        std::string k = "t" + std::to_string(t) + "-" + std::to_string(i);
+        std::string k = "t";  // "t<t>-<i>", appended: operator+ here trips a GCC 12
+        k += std::to_string(t);  // -Wrestrict false positive
+        k += '-';
+        k += std::to_string(i);
         EXPECT_TRUE(db->Put(k, k).ok());
       }
     });
