@@ -385,6 +385,11 @@ class engine final : public DB {
       }
       std::uint64_t version = io::get(n->version).bits;
       node_offset next = io::get(n->next);
+      // The walk is a pointer chase through the pool: request the successor's line now, so
+      // that its miss overlaps the work on this node (checks, index node, allocator).
+      if (next.value % 8 == 0 && view.contains(next, node::header_size())) {
+        __builtin_prefetch(at(next));
+      }
       if (version == kMaxVersion || (batch == 1 && version > commit)) {
         ++out->uncommitted;
         if (repair) {
