@@ -32,11 +32,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <optional>
-#include <random>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,7 +127,7 @@ class engine final : public DB {
       gets_.add();
       inode* n = index_->seek(key, vv);
       if (n == nullptr || !same_key(n->key(), key) || n->tombstone) {
-        return Status::NotFound(std::string(key.substr(0, 64)));
+        return Status::NotFound(key.substr(0, 64));
       }
       if (value != nullptr) {
         std::string_view v = value_of(n);
@@ -141,18 +138,13 @@ class engine final : public DB {
     });
   }
 
+  // A snapshot is its version: readers through it ignore every newer one. (Nothing else
+  // needs to know which versions are held until old versions are garbage-collected.)
   const Snapshot* GetSnapshot() override {
-    std::lock_guard lock(snapshots_mutex_);
-    auto* s = new snapshot_impl(visible_version_.load(std::memory_order_acquire));
-    pinned_.insert(s->version());
-    return s;
+    return new snapshot_impl(visible_version_.load(std::memory_order_acquire));
   }
 
   void ReleaseSnapshot(const Snapshot* snapshot) override {
-    if (snapshot == nullptr) return;
-    std::lock_guard lock(snapshots_mutex_);
-    auto it = pinned_.find(snapshot->version());
-    if (it != pinned_.end()) pinned_.erase(it);
     delete static_cast<const snapshot_impl*>(snapshot);
   }
 
@@ -265,34 +257,31 @@ class engine final : public DB {
       return Status::Corruption(storage_->path() + ": store format " + std::to_string(format) +
                                 ", this build reads format " + std::to_string(kFormat));
     }
-    std::vector<inode*> kept;
     walk_result found;
     if (format == kFormat) {
-      storage_->mark_live(io::get(r.head));
+      // The index is built during the walk, in list order; on an error the destructor frees
+      // what was built.
+      const node_offset head = io::get(r.head);
+      make_index(head);
+      storage_->mark_live(head);
       Status s = walk(r, *storage_, /*repair=*/true,
-                      [&](node_offset off, const node&, std::string_view key,
-                          std::uint64_t version, bool tombstone, std::size_t value_size) {
+                      [&](node_offset off, std::string_view key, std::uint64_t version,
+                          bool tombstone, std::size_t value_size) {
                         storage_->mark_live(off);
                         inode* in = make_index_node(key, off, tombstone, value_size);
                         in->version = version;
-                        kept.push_back(in);
+                        index_->append(in);
                       },
                       &found);
-      if (!s.ok()) {
-        for (inode* in : kept) storage_->dram_free(in, in->size());
-        return s;
-      }
+      if (!s.ok()) return s;
     }
     if (Status s = storage_->finish_recovery(); !s.ok()) return s;
     if (format == 0) {
       // A new pool (or one whose initialisation was interrupted: start it again).
       Status s = initialise(r);
       if (!s.ok()) return s;
+      make_index(io::get(r.head));
     }
-    node_offset head = io::get(r.head);
-    void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
-    index_ = std::make_unique<skiplist>(head_memory, head.value);
-    for (inode* in : kept) index_->append(in);
     index_->finish_build();
     std::uint64_t newest = std::max(found.newest_version, io::get(r.commit_version).bits);
     visible_version_.store(newest, std::memory_order_release);
@@ -304,6 +293,11 @@ class engine final : public DB {
     recovery_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return Status::OK();
+  }
+
+  void make_index(node_offset head) {
+    void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
+    index_ = std::make_unique<skiplist>(head_memory, head.value);
   }
 
   Status initialise(root_t& r) {
@@ -332,7 +326,7 @@ class engine final : public DB {
   };
 
   // Walks the persistent list from the root, validating every node before trusting it,
-  // and calls on_kept(offset, node, key, version, tombstone, value_size) for each node of a
+  // and calls on_kept(offset, key, version, tombstone, value_size) for each node of a
   // completed write, in list order (not for the head sentinel). Nodes of writes that did not complete (kMaxVersion, or
   // above commit_version while batch_mode is set) are skipped; with `repair`, they are
   // linked around durably and batch_mode is cleared, and placement metadata left in the
@@ -387,6 +381,8 @@ class engine final : public DB {
       node_offset next = io::get(n->next);
       // The walk is a pointer chase through the pool: request the successor's line now, so
       // that its miss overlaps the work on this node (checks, index node, allocator).
+      // (Only offsets inside the heap: the pointer arithmetic of a garbage offset is itself
+      // undefined. The next round checks the offset again before trusting it.)
       if (next.value % 8 == 0 && view.contains(next, node::header_size())) {
         __builtin_prefetch(at(next));
       }
@@ -402,20 +398,18 @@ class engine final : public DB {
       }
       std::string_view key(n->body(), ks);
       bool tombstone = (flags_of(sizes) & kTombstone) != 0;
-      bool new_key = out->versions == 0 || key != prev_key;
-      if (out->versions > 0) {
-        int c = compare_keys(prev_key, key);
-        if (c > 0 || (c == 0 && prev_version <= version)) {
-          return bad("node", off.value, "list out of order (a cycle or a misplaced node)");
-        }
+      const int c = out->versions == 0 ? -1 : compare_keys(prev_key, key);
+      if (c > 0 || (c == 0 && prev_version <= version)) {
+        return bad("node", off.value, "list out of order (a cycle or a misplaced node)");
       }
+      const bool new_key = c != 0;
       if (new_key) {
         ++out->keys;
         if (!tombstone) ++out->live_keys;
       }
       ++out->versions;
       out->newest_version = std::max(out->newest_version, version);
-      on_kept(off, *n, key, version, tombstone, vs);
+      on_kept(off, key, version, tombstone, vs);
       prev = n;
       prev_key = key;
       prev_version = version;
@@ -468,7 +462,7 @@ class engine final : public DB {
       if (attach(*me)) break;
     }
     if (s.ok()) {
-      index_->promote(u.index_node, u.preds, u.succs);
+      index_->promote(u.index_node, u.preds);
       (tombstone ? deletes_ : puts_).add();
       last_write_version_ = u.index_node->version;
     }
@@ -514,7 +508,7 @@ class engine final : public DB {
       me->batch = &updates;
       attach(*me);  // a batch is never refused: stale neighbours are retried in attach
     }
-    for (update& u : updates) index_->promote(u.index_node, u.preds, u.succs);
+    for (update& u : updates) index_->promote(u.index_node, u.preds);
     batches_.add();
     last_write_version_ = updates.front().index_node->version;
     io::complete();
@@ -824,14 +818,14 @@ class engine final : public DB {
 
     // The last visible, live key strictly before `key`.
     void settle_backward_below(std::string_view key) {
-      std::string bound(key);
+      std::string_view bound = key;  // a caller's key or an index node's: both outlive this
       while (true) {
         inode* last = engine_->index_->last_below(bound);
         if (last == engine_->index_->head()) break;
         // `last` is the oldest version of its key; find the newest visible one.
         inode* n = engine_->index_->seek(last->key(), version_);
         if (n != nullptr && same_key(n->key(), last->key()) && accept_backward(n)) return;
-        bound.assign(last->key());
+        bound = last->key();
       }
       current_ = nullptr;
     }
@@ -865,8 +859,6 @@ class engine final : public DB {
   alignas(64) std::atomic<std::uint64_t> live_keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
-  std::mutex snapshots_mutex_;
-  std::multiset<std::uint64_t> pinned_;
   static inline thread_local std::uint64_t last_write_version_ = 0;
 };
 

@@ -184,20 +184,19 @@ class skiplist {
   // pred's successor; n->version is assigned.
   static void link_leaf(inode* pred, inode* n) { pred->next(0).store(n, std::memory_order_release); }
 
-  // Links `n` into levels 1 .. height-1, lock-free. `preds`/`succs` are hints from locate
+  // Links `n` into levels 1 .. height-1, lock-free. `preds` are hints from locate
   // and are refreshed when stale. REQUIRES: n is linked at level 0.
-  void promote(inode* n, inode** preds, inode** succs) {
+  void promote(inode* n, inode** preds) {
     raise_height(n->height);
     for (int level = 1; level < n->height; ++level) {
       while (true) {
         inode* pred = preds[level];
-        inode* succ = succs[level];
         // The hint may be stale: walk forward from pred to n's position at this level.
         for (inode* c = pred->load_next(level); c != nullptr && before(c, n->key(), n->version);
              c = pred->load_next(level)) {
           pred = c;
         }
-        succ = pred->load_next(level);
+        inode* succ = pred->load_next(level);
         n->next(level).store(succ, std::memory_order_relaxed);
         if (pred->next(level).compare_exchange_strong(succ, n, std::memory_order_release,
                                                      std::memory_order_relaxed)) {
