@@ -13,14 +13,14 @@
 
 #include "allocators/allocators.hpp"
 #include "pv_interface/model.hpp"
+#include "support/policies.hpp"
 
 namespace alloc_test {
 
-using test_hashed = flit::hashed<(1u << 16)>;
+using flit_test::on_model;
+using flit_test::test_hashed;
 // File pools in production form.
 using file_policy = flit::policy<test_hashed, alloc::pool_backend>;
-template <class Placement>
-using on_model = flit::policy<Placement, pv::model_backend>;
 
 template <class Policy>
 alloc::pool_layout layout_for(std::string name = "alloc-test") {

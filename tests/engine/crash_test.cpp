@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
-#include <random>
-#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +17,7 @@
 
 #include "crash/harness.hpp"
 #include "engine_support.hpp"
+#include "support/policies.hpp"
 
 namespace {
 
@@ -27,7 +26,7 @@ using crashtest::campaign_config;
 using crashtest::campaign_result;
 
 template <class Placement, class Mode>
-using on_model = engine_config<flit::policy<Placement, pv::model_backend>, Mode>;
+using on_model = engine_config<flit_test::on_model<Placement>, Mode>;
 
 std::string key_of(std::uint64_t k) {
   std::string s = "k" + std::to_string(k);
@@ -182,11 +181,8 @@ constexpr std::uint64_t kRecoveryStride = 2;  // every other workload event
 std::vector<image> images_during(pv::model& m, const std::function<void()>& body,
                                  std::uint64_t seed, std::optional<std::uint64_t> only_event = {}) {
   std::vector<image> out;
-  std::set<std::size_t> seen;
   auto keep = [&](image i) {
-    std::size_t h = std::hash<std::string_view>{}(
-        std::string_view(reinterpret_cast<const char*>(i.data()), i.size()));
-    if (seen.insert(h).second) out.push_back(std::move(i));
+    if (std::find(out.begin(), out.end(), i) == out.end()) out.push_back(std::move(i));
   };
   const std::uint64_t first = m.persistence_events();
   m.set_event_hook([&](pv::event_kind, std::uint64_t index) {
@@ -197,25 +193,6 @@ std::vector<image> images_during(pv::model& m, const std::function<void()>& body
   });
   body();
   m.set_event_hook({});
-  return out;
-}
-
-template <class Config>
-std::unique_ptr<DB> open_model(pv::model& m) {
-  Options options;
-  options.create_if_missing = true;
-  std::unique_ptr<DB> db;
-  Status s = internal::open_region<Config>({m.base(), m.size()}, options, &db);
-  if (!s.ok()) throw std::runtime_error("open: " + s.ToString());
-  return db;
-}
-
-template <class Config>
-std::vector<crashtest::kv_entry> state_of(DB& db) {
-  std::vector<crashtest::kv_entry> out;
-  for (auto& e : dynamic_cast<internal::engine_for<Config>&>(db).TEST_state()) {
-    out.push_back({std::stoull(e.key.substr(1)), decode_value(e.value), e.version});
-  }
   return out;
 }
 
@@ -238,25 +215,20 @@ std::string first_difference(const std::vector<crashtest::kv_entry>& got,
 }
 
 // Puts, deletes and (mostly) batches over six keys, the same sequence every time.
-void recovery_workload(DB& db) {
-  std::mt19937_64 random(42);
-  for (std::uint64_t op = 0; op < 16; ++op) {
-    const std::uint64_t r = random() % 100;
-    if (r < 30) {
-      if (!db.Put(key_of(random() % 6), value_of(op)).ok()) throw std::runtime_error("put");
-    } else if (r < 45) {
-      if (!db.Delete(key_of(random() % 6)).ok()) throw std::runtime_error("delete");
-    } else {
-      WriteBatch batch;
-      for (std::uint64_t e = 0, n = 2 + random() % 3; e < n; ++e) {
-        if (random() % 4 == 0) {
-          batch.Delete(key_of(random() % 6));
-        } else {
-          batch.Put(key_of(random() % 6), value_of(op * 10 + e));
-        }
-      }
-      if (!db.Write(batch).ok()) throw std::runtime_error("write");
-    }
+const crashtest::workload& recovery_workload() {
+  static const crashtest::workload w = crashtest::make_workload(
+      {.writer_threads = 1, .ops_per_writer = 16, .key_space = 6, .put_percent = 30,
+       .del_percent = 15, .batch_percent = 55},
+      crashtest::workload_family::kv, 42);
+  return w;
+}
+
+template <class Config>
+void run_recovery_workload(engine_subject<Config>& s) {
+  const crashtest::workload& w = recovery_workload();
+  for (const crashtest::operation& o : w.threads[0]) {
+    crashtest::op_outcome ignored;
+    crashtest::perform_kv(s, o, w, ignored);
   }
 }
 
@@ -276,17 +248,18 @@ recovery_crash_result crash_recoveries(std::uint64_t stride) {
   {
     pv::model m(kRecoveryRegion);
     pv::scoped_activation active(m);
-    auto db = open_model<W>(m);
+    engine_subject<W> store(m, crashtest::start::fresh);
     const std::uint64_t before = m.persistence_events();
-    recovery_workload(*db);
+    run_recovery_workload(store);
     events = m.persistence_events() - before;
   }
   for (std::uint64_t event = 0; event < events; event += stride) {
     pv::model m(kRecoveryRegion);
     pv::scoped_activation active(m);
-    std::unique_ptr<DB> db = open_model<W>(m);
-    std::vector<image> starts = images_during(m, [&] { recovery_workload(*db); }, event, event);
-    db.reset();
+    auto store = std::make_unique<engine_subject<W>>(m, crashtest::start::fresh);
+    std::vector<image> starts =
+        images_during(m, [&] { run_recovery_workload(*store); }, event, event);
+    store.reset();
     for (const image& start : starts) {
       ++result.starts;
       const std::string at = "workload event " + std::to_string(event);
@@ -295,8 +268,7 @@ recovery_crash_result crash_recoveries(std::uint64_t stride) {
       std::vector<image> mids;
       try {
         mids = images_during(m, [&] {
-          auto recovered = open_model<R>(m);
-          reference = state_of<R>(*recovered);
+          reference = engine_subject<R>(m, crashtest::start::recover).state();
         }, event);
       } catch (const std::exception& e) {
         result.failures.push_back(at + ": recovery of the crash image: " + e.what());
@@ -310,18 +282,13 @@ recovery_crash_result crash_recoveries(std::uint64_t stride) {
         const std::string where = at + ", recovery image " + std::to_string(++result.mid_images);
         m.load_image(mid);
         try {
-          auto again = open_model<R>(m);
-          std::vector<crashtest::kv_entry> got = state_of<R>(*again);
+          engine_subject<R> again(m, crashtest::start::recover);
+          std::vector<crashtest::kv_entry> got = again.state();
           if (got != reference) {
             result.failures.push_back(where + ": " + first_difference(got, reference));
             continue;
           }
-          if (!again->Put(key_of(99), value_of(1)).ok()) {
-            result.failures.push_back(where + ": put after recovery failed");
-            continue;
-          }
-          const std::uint64_t v = internal::engine_for<R>::TEST_last_write_version();
-          if (v <= newest) {
+          if (const std::uint64_t v = again.put(99, 1); v <= newest) {
             result.failures.push_back(where + ": new write got version " + std::to_string(v) +
                                       ", not above the recovered " + std::to_string(newest));
           }

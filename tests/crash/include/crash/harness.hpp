@@ -257,6 +257,29 @@ workload_body body_for(Factory make, Perform perform) {
 
 }  // namespace detail
 
+// Runs operation `o` of workload `w` on key-value subject `s`, recording what it returned.
+template <kv_subject S>
+void perform_kv(S& s, const operation& o, const workload& w, op_outcome& out) {
+  switch (o.kind) {
+    case op_kind::put: out.version = s.put(o.key, o.value); break;
+    case op_kind::del: out.version = s.del(o.key); break;
+    case op_kind::get: {
+      kv_read r = s.get(o.key);
+      out.found = r.found;
+      out.value = r.value;
+      out.version = r.version;
+      break;
+    }
+    case op_kind::batch:
+      if constexpr (kv_batch_subject<S>) {
+        out.version = s.write_batch(
+            std::span<const kv_write>(w.batch_entries.data() + o.batch_first, o.batch_size));
+      }
+      break;
+    default: break;
+  }
+}
+
 // A campaign on a key-value store, checked by check_kv.
 template <kv_subject S, class Factory = construct<S>>
 campaign_result run_kv_campaign(const campaign_config& config, Factory make = {}) {
@@ -264,28 +287,9 @@ campaign_result run_kv_campaign(const campaign_config& config, Factory make = {}
     throw std::invalid_argument(config.subject +
                                 ": the subject has no write_batch; set work.batch_percent = 0");
   }
-  auto perform = [](S& s, const operation& o, const workload& w, op_outcome& out) {
-    switch (o.kind) {
-      case op_kind::put: out.version = s.put(o.key, o.value); break;
-      case op_kind::del: out.version = s.del(o.key); break;
-      case op_kind::get: {
-        kv_read r = s.get(o.key);
-        out.found = r.found;
-        out.value = r.value;
-        out.version = r.version;
-        break;
-      }
-      case op_kind::batch:
-        if constexpr (kv_batch_subject<S>) {
-          out.version = s.write_batch(
-              std::span<const kv_write>(w.batch_entries.data() + o.batch_first, o.batch_size));
-        }
-        break;
-      default: break;
-    }
-  };
   auto recover = [make](pv::model& m) { return make(m, start::recover)->state(); };
-  return detail::run_campaign(config, workload_family::kv, detail::body_for<S>(make, perform),
+  return detail::run_campaign(config, workload_family::kv,
+                              detail::body_for<S>(make, &perform_kv<S>),
                               recover, check_kv);
 }
 
