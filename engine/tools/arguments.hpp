@@ -52,7 +52,6 @@ class arguments {
   // A byte-count flag (suffixes K, M, G, T) within [min, max]; nullopt when absent.
   std::optional<std::uint64_t> bytes(std::string_view name, std::uint64_t min,
                                      std::uint64_t max);
-  bool has(std::string_view name) const { return flags_.contains(std::string(name)); }
 
   // Throws usage_error naming the first flag that no call above asked about.
   void reject_unused(std::string_view command) const;

@@ -180,7 +180,7 @@ class ToolsTest : public ::testing::Test {
   // Runs flintkv with these arguments; captures stdout, stderr and the exit status.
   outcome flintkv(const std::vector<std::string>& args) {
     std::string cmd = shell_quote(binary_);
-    for (const std::string& a : args) cmd += " " + shell_quote(a);
+    for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
     int raw = std::system(cmd.c_str());
