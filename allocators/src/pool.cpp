@@ -219,14 +219,16 @@ std::string_view to_string(granularity g) noexcept {
 struct pool::file_mapping {
   int fd = -1;
   pmem2_map* map = nullptr;
-  bool page_registered = false;
+  // The granularity the pool works at, decided once by map_file. Page-granular mappings are
+  // registered with pool_backend (their persistence is msync) until the mapping goes.
+  granularity effective = granularity::page;
 
   file_mapping() = default;
   file_mapping(const file_mapping&) = delete;
   file_mapping& operator=(const file_mapping&) = delete;
   ~file_mapping() {
     if (map != nullptr) {
-      if (page_registered) {
+      if (effective == granularity::page) {
         pmem2_get_persist_fn(map)(pmem2_map_get_address(map), pmem2_map_get_size(map));
         detail::unregister_page_pool(pmem2_map_get_address(map));
       }
@@ -246,11 +248,6 @@ struct pool::file_mapping {
            fs.f_type == TMPFS_MAGIC;
   }
 
-  granularity store_granularity() const {
-    return emulated_on_tmpfs() ? granularity::cache_line
-                               : from_pmem2(pmem2_map_get_store_granularity(map));
-  }
-
   // Maps the whole file, asking for cache-line granularity and settling for page.
   status map_file(const std::string& name) {
     pmem2_source* source = nullptr;
@@ -261,6 +258,7 @@ struct pool::file_mapping {
       if (source != nullptr) pmem2_source_delete(&source);
       return error(errc::io_error, message);
     };
+    const bool tmpfs = emulated_on_tmpfs();
     if (pmem2_source_from_fd(&source, fd) != 0) return fail("pmem2_source_from_fd");
     if (pmem2_config_new(&config) != 0) return fail("pmem2_config_new");
     if (pmem2_config_set_required_store_granularity(config, PMEM2_GRANULARITY_CACHE_LINE) !=
@@ -280,11 +278,11 @@ struct pool::file_mapping {
     }
     pmem2_config_delete(&config);
     pmem2_source_delete(&source);
-    if (emulated_on_tmpfs()) return {};
-    if (pmem2_map_get_store_granularity(map) == PMEM2_GRANULARITY_PAGE) {
+    effective = tmpfs ? granularity::cache_line
+                      : from_pmem2(pmem2_map_get_store_granularity(map));
+    if (effective == granularity::page) {
       detail::register_page_pool(pmem2_map_get_address(map), pmem2_map_get_size(map),
                                  pmem2_get_flush_fn(map), pmem2_get_drain_fn(map));
-      page_registered = true;
     }
     return {};
   }
@@ -353,7 +351,7 @@ result<pool> pool::create_file(const std::filesystem::path& file, std::uint64_t 
   if (status s = p.file_->map_file(p.name_); !s) return std::move(s).error();
   p.base_ = static_cast<std::byte*>(pmem2_map_get_address(p.file_->map));
   p.size_ = size;
-  p.granularity_ = p.file_->store_granularity();
+  p.granularity_ = p.file_->effective;
 
   format_pool(p.base_, make_header(size, layout), ops);
   if (::fsync(p.file_->fd) != 0) {
@@ -422,7 +420,7 @@ result<pool> pool::open(const std::filesystem::path& file, const pool_layout& la
   p.base_ = static_cast<std::byte*>(pmem2_map_get_address(p.file_->map));
   p.size_ = file_size;
   p.name_ = name;
-  p.granularity_ = p.file_->store_granularity();
+  p.granularity_ = p.file_->effective;
   return p;
 }
 
