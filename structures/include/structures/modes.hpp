@@ -74,7 +74,6 @@ concept durability_mode = requires {
 
 struct original {
   static constexpr std::string_view name = "original";
-  static constexpr bool persistent = false;
   static constexpr bool persisted(role) { return false; }
   template <class Policy>
   using policy_for = flit::policy<flit::nonpersistent, typename Policy::backend>;
@@ -82,7 +81,6 @@ struct original {
 
 struct automatic {
   static constexpr std::string_view name = "automatic";
-  static constexpr bool persistent = true;
   static constexpr bool persisted(role r) {
     // The search's p-loads already persisted what re-loads at the transition would.
     return r != role::transition && r != role::dependency;
@@ -93,7 +91,6 @@ struct automatic {
 
 struct traversal {
   static constexpr std::string_view name = "traversal";
-  static constexpr bool persistent = true;
   static constexpr bool persisted(role r) { return r != role::traverse; }
   template <class Policy>
   using policy_for = Policy;
@@ -101,7 +98,6 @@ struct traversal {
 
 struct manual {
   static constexpr std::string_view name = "manual";
-  static constexpr bool persistent = true;
   static constexpr bool persisted(role r) {
     switch (r) {
       case role::dependency:

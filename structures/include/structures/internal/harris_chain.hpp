@@ -223,13 +223,16 @@ class harris_chain {
       const node_ref right = t;
 
       // Transition: the window's links, the marked nodes between left and right, right.
-      if (into_left != nullptr) persist_read<Mode, role::transition>(*into_left);
-      persist_read<Mode, role::transition>(*left_next);
-      for (node_ref c = left_next_value; c != right;) {
-        persist_read<Mode, role::transition>(at(c)->next);
-        c = at(c)->next.load(flit::volatile_).clean();
+      // (Only where the mode persists it: elsewhere the walk would load for nothing.)
+      if constexpr (Mode::persisted(role::transition)) {
+        if (into_left != nullptr) persist_read<Mode, role::transition>(*into_left);
+        persist_read<Mode, role::transition>(*left_next);
+        for (node_ref c = left_next_value; c != right;) {
+          persist_read<Mode, role::transition>(at(c)->next);
+          c = at(c)->next.load(flit::volatile_).clean();
+        }
+        if (!right.null()) persist_read<Mode, role::transition>(at(right)->next);
       }
-      if (!right.null()) persist_read<Mode, role::transition>(at(right)->next);
 
       if (left_next_value != right) {
         // Unlink the marked nodes between left and right.

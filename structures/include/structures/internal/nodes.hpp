@@ -39,11 +39,11 @@ inline node_ref ref_of(const Memory& memory, const void* node) noexcept {
 
 // Allocates `bytes` in the region and constructs a Node there.
 // Throws out_of_space when the region is full.
-template <class Node, node_memory Memory, class... Args>
-inline std::pair<node_ref, Node*> create_node(Memory& memory, std::size_t bytes, Args&&... args) {
+template <class Node, node_memory Memory>
+inline std::pair<node_ref, Node*> create_node(Memory& memory, std::size_t bytes) {
   std::uint64_t offset = memory.allocate(bytes);
   if (offset == 0) throw out_of_space{};
-  Node* node = new (memory.base() + offset) Node(std::forward<Args>(args)...);
+  Node* node = new (memory.base() + offset) Node();
   return {node_ref::at(offset), node};
 }
 
