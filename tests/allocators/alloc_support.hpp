@@ -6,13 +6,12 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "allocators/allocators.hpp"
 #include "pv_interface/model.hpp"
+#include "support/files.hpp"
 #include "support/policies.hpp"
 
 namespace alloc_test {
@@ -52,14 +51,7 @@ class scratch_dir {
   std::filesystem::path path_;
 };
 
-inline std::vector<char> read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-inline void write_file(const std::filesystem::path& p, const std::vector<char>& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using test_support::read_file;
+using test_support::write_file;
 
 }  // namespace alloc_test

@@ -2,27 +2,19 @@
 // damaged pools, a pool open twice, a full pool.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine_support.hpp"
+#include "support/files.hpp"
 
 namespace {
 
 using namespace flintkv_test;
 
-std::vector<char> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const std::string& path, const std::vector<char>& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using test_support::read_file;
+using test_support::write_file;
 
 Options creating(std::size_t size = 16 << 20) {
   Options o;
