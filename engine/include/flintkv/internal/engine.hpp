@@ -253,10 +253,7 @@ class engine final : public DB {
     root_t& r = root_ref();
     r.format.reset_metadata();
     std::uint64_t format = io::get(r.format).bits;
-    if (format != 0 && format != kFormat) {
-      return Status::Corruption(storage_->path() + ": store format " + std::to_string(format) +
-                                ", this build reads format " + std::to_string(kFormat));
-    }
+    if (Status s = check_format(format, storage_->path()); !s.ok()) return s;
     walk_result found;
     if (format == kFormat) {
       // The index is built during the walk, in list order; on an error the destructor frees
@@ -320,6 +317,13 @@ class engine final : public DB {
   }
 
  public:
+  // A root's format word: 0 (created, never initialised) or this build's format.
+  static Status check_format(std::uint64_t format, const std::string& path) {
+    if (format == 0 || format == kFormat) return Status::OK();
+    return Status::Corruption(path + ": store format " + std::to_string(format) +
+                              ", this build reads format " + std::to_string(kFormat));
+  }
+
   struct walk_result {
     std::uint64_t versions = 0, keys = 0, live_keys = 0, uncommitted = 0, newest_version = 0;
     bool batch_in_progress = false;

@@ -58,11 +58,8 @@ Status check_file(const std::string& path, CheckReport* report) {
   report->granularity = std::string(alloc::to_string(pool->store_granularity()));
   report->configuration = engine_for<Config>::configuration();
   std::uint64_t format = r.format.load(flit::volatile_, flit::private_).bits;
+  if (Status s = engine_for<Config>::check_format(format, path); !s.ok()) return s;
   if (format == 0) return Status::OK();  // created, never initialised: empty
-  if (format != kFormat) {
-    return Status::Corruption(path + ": store format " + std::to_string(format) +
-                              ", this build reads format " + std::to_string(kFormat));
-  }
   typename engine_for<Config>::walk_result found;
   Status s = engine_for<Config>::walk(r, view, /*repair=*/false,
                                       [](auto&&...) {}, &found);
