@@ -60,7 +60,7 @@ void heap_core::write_tags(std::uint64_t first, const chunk_tag* tags, std::uint
 
 // ---- recovery ----------------------------------------------------------------------------
 
-status heap_core::mark_live(std::uint64_t offset) {
+status heap_core::mark_live(std::uint64_t offset, std::size_t bytes) {
   const std::uint64_t heap_end = chunk_base(chunk_count_);
   if (offset < heap_offset_ || offset >= heap_end) {
     return error(errc::corruption, pool_name_ + ": " + offset_text(offset) +
@@ -85,6 +85,15 @@ status heap_core::mark_live(std::uint64_t offset) {
                                            std::to_string(index) + " holds blocks of " +
                                            std::to_string(size) + " bytes)");
       }
+      // The block must be one that allocate(bytes) hands out: a damaged tag that shrank the
+      // class would otherwise hand the rest of a live block out again.
+      if (bytes > pmem_classes::max || pmem_classes::of(bytes) != c) {
+        return error(errc::corruption, pool_name_ + ": the block at " + offset_text(offset) +
+                                           " holds " + std::to_string(bytes) +
+                                           " bytes, but chunk " + std::to_string(index) +
+                                           " holds blocks of " + std::to_string(size) +
+                                           " bytes (its tag may be damaged)");
+      }
       const std::uint64_t block = within / size;
       std::atomic_ref<std::uint64_t>(chunks_[index].bits[block / 64])
           .fetch_or(std::uint64_t{1} << (block % 64), std::memory_order_relaxed);
@@ -97,6 +106,14 @@ status heap_core::mark_live(std::uint64_t offset) {
                          " is not the start of a large block (chunk " + std::to_string(index) +
                          " heads a large block of " + std::to_string(tag.argument()) +
                          " chunks)");
+      }
+      if (bytes <= pmem_classes::max ||
+          tag.argument() != (bytes + format::chunk_size - 1) / format::chunk_size) {
+        return error(errc::corruption,
+                     pool_name_ + ": the block at " + offset_text(offset) + " holds " +
+                         std::to_string(bytes) + " bytes, but chunk " + std::to_string(index) +
+                         " heads a large block of " + std::to_string(tag.argument()) +
+                         " chunks (its tag may be damaged)");
       }
       chunks_[index].live_large.store(true, std::memory_order_relaxed);
       return {};
@@ -162,6 +179,13 @@ status heap_core::finish_recovery() {
   }
   ready_ = true;
   return {};
+}
+
+bool heap_core::untouched() const noexcept {
+  for (std::uint64_t i = 0; i < chunk_count_; ++i) {
+    if (stored_tag(i).kind() != chunk_kind::unassigned) return false;
+  }
+  return true;
 }
 
 // ---- chunks ------------------------------------------------------------------------------

@@ -132,7 +132,7 @@ void recovery(benchmark::State& state) {
   for (auto _ : state) {
     alloc::persistent_allocator<policy> heap(*p.pool);
     for (alloc::pptr<> b : live) {
-      if (!heap.mark_live(b)) state.SkipWithError("mark_live refused a block");
+      if (!heap.mark_live(b, 128)) state.SkipWithError("mark_live refused a block");
     }
     if (!heap.finish_recovery()) state.SkipWithError("finish_recovery failed");
     benchmark::DoNotOptimize(heap.stats().in_use_bytes);

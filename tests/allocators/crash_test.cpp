@@ -125,9 +125,9 @@ class AllocatorCrashTest : public ::testing::Test {
       slot.reset_metadata();
       const pptr<> b = slot.load(flit::volatile_, flit::private_);
       if (!b) continue;
-      ASSERT_TRUE(heap.mark_live(b)) << "linked offset " << b.offset();
       const auto* tag = static_cast<const block_tag*>(p->get(b));
       ASSERT_EQ(tag->check, tag_magic ^ b.offset()) << "a linked block's contents were lost";
+      ASSERT_TRUE(heap.mark_live(b, tag->size)) << "linked offset " << b.offset();
       linked[b.offset()] = b.offset() + tag->size;
     }
     ASSERT_TRUE(heap.finish_recovery());

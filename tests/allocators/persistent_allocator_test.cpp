@@ -163,7 +163,8 @@ TEST_F(PersistentAllocatorTest, NoSpaceHarmsNothingAndThePoolStaysUsable) {
 
 TEST_F(PersistentAllocatorTest, RecoveryKeepsMarkedBlocksAndFreesTheRest) {
   open_pool(8 << 20);
-  std::vector<pptr<>> live, dropped;
+  std::vector<pptr<>> dropped;
+  std::vector<std::pair<pptr<>, std::size_t>> live;  // block, size asked for
   std::uint64_t live_bytes = 0;
   {
     heap_t heap = fresh_heap();
@@ -173,7 +174,7 @@ TEST_F(PersistentAllocatorTest, RecoveryKeepsMarkedBlocksAndFreesTheRest) {
       auto b = heap.allocate(bytes);
       ASSERT_TRUE(b.has_value()) << b.error().to_string();
       if (i % 3 == 0) {
-        live.push_back(*b);
+        live.push_back({*b, bytes});
         live_bytes += heap.usable_size(*b);
       } else {
         dropped.push_back(*b);  // allocated, never linked
@@ -181,8 +182,9 @@ TEST_F(PersistentAllocatorTest, RecoveryKeepsMarkedBlocksAndFreesTheRest) {
     }
   }  // the allocator goes away as in a crash: nothing of its DRAM state survives
   heap_t heap(*pool_);
-  for (pptr<> b : live) ASSERT_TRUE(heap.mark_live(b));
-  ASSERT_TRUE(heap.mark_live(live.front())) << "marking twice is harmless";
+  for (auto [b, bytes] : live) ASSERT_TRUE(heap.mark_live(b, bytes));
+  ASSERT_TRUE(heap.mark_live(live.front().first, live.front().second))
+      << "marking twice is harmless";
   ASSERT_TRUE(heap.finish_recovery());
   EXPECT_EQ(heap.stats().in_use_bytes, live_bytes);
 
@@ -201,7 +203,7 @@ TEST_F(PersistentAllocatorTest, RecoveryKeepsMarkedBlocksAndFreesTheRest) {
     auto it = got.upper_bound(off);
     return it != got.begin() && std::prev(it)->second > off;
   };
-  for (pptr<> b : live) EXPECT_FALSE(covered(b.offset())) << "a live block handed out again";
+  for (auto [b, bytes] : live) EXPECT_FALSE(covered(b.offset())) << "a live block handed out again";
   for (pptr<> b : dropped) EXPECT_TRUE(covered(b.offset())) << "a dropped block leaked";
 }
 
@@ -215,7 +217,7 @@ TEST_F(PersistentAllocatorTest, MarkLiveRejectsWhatIsNotABlock) {
   }
   heap_t heap(*pool_);
   const auto bad = [&](std::uint64_t off) {
-    alloc::status s = heap.mark_live(pptr<>(off));
+    alloc::status s = heap.mark_live(pptr<>(off), 100);
     EXPECT_EQ(s.code(), errc::corruption) << off;
     if (!s) {
       EXPECT_NE(s.error().message().find(std::to_string(off)), std::string::npos);
@@ -227,8 +229,31 @@ TEST_F(PersistentAllocatorTest, MarkLiveRejectsWhatIsNotABlock) {
   bad(large.offset() + 64);                    // inside a large block
   bad(large.offset() + alloc::format::chunk_size);  // its second chunk
   bad(large.offset() + 4 * alloc::format::chunk_size);  // a chunk never used
-  EXPECT_TRUE(heap.mark_live(small));
-  EXPECT_TRUE(heap.mark_live(large));
+  EXPECT_TRUE(heap.mark_live(small, 100));
+  EXPECT_TRUE(heap.mark_live(large, 100000));
+  EXPECT_TRUE(heap.finish_recovery());
+}
+
+// A damaged chunk tag that describes another block size than the live block's is reported:
+// trusting it would hand out the rest of the live block again.
+TEST_F(PersistentAllocatorTest, MarkLiveRejectsABlockItsTagDoesNotDescribe) {
+  open_pool(2 << 20);
+  pptr<> small, large;
+  {
+    heap_t heap = fresh_heap();
+    small = *heap.allocate(100);     // a 128-byte block
+    large = *heap.allocate(100000);  // two chunks
+  }
+  heap_t heap(*pool_);
+  for (std::size_t wrong : {16u, 64u, 129u, 40000u}) {
+    alloc::status s = heap.mark_live(small, wrong);
+    EXPECT_EQ(s.code(), errc::corruption) << wrong;
+    if (!s) EXPECT_NE(s.error().message().find("tag may be damaged"), std::string::npos);
+  }
+  EXPECT_EQ(heap.mark_live(large, 200000).code(), errc::corruption);
+  EXPECT_EQ(heap.mark_live(large, 1000).code(), errc::corruption);
+  EXPECT_TRUE(heap.mark_live(small, 97));  // any size of the same class
+  EXPECT_TRUE(heap.mark_live(large, 70000));
   EXPECT_TRUE(heap.finish_recovery());
 }
 

@@ -52,8 +52,8 @@ class pool_map {
       slot.reset_metadata();
       const alloc::pptr<> b = slot.load(flit::volatile_, flit::private_);
       if (!b) continue;
-      read_entry(b, key, "recovery");
-      finish(heap_.mark_live(b));
+      const std::uint64_t value = read_entry(b, key, "recovery");
+      finish(heap_.mark_live(b, block_size(value)));
       live.push_back(b);
     }
     finish(heap_.finish_recovery());

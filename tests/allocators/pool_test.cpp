@@ -99,7 +99,7 @@ TEST_F(PoolTest, CreateCloseReopenKeepsContent) {
   EXPECT_STREQ(static_cast<const char*>(p.get(block)), "persistent payload");
 
   alloc::persistent_allocator<P> heap(p);
-  ASSERT_TRUE(heap.mark_live(block));
+  ASSERT_TRUE(heap.mark_live(block, 100));
   ASSERT_TRUE(heap.finish_recovery());
   EXPECT_EQ(heap.stats().in_use_bytes, heap.usable_size(block));
 }

@@ -8,7 +8,7 @@
 //
 // Recovery contract (the only way to start an allocator, after create as after a crash):
 //   alloc::persistent_allocator<P> heap(pool);
-//   for (every block the user can reach from its root) heap.mark_live(block);   // O(1) each
+//   for (every block the user can reach from its root) heap.mark_live(block, bytes);  // O(1)
 //   heap.finish_recovery();           // rebuilds every free list; unreached blocks are free
 //   ... heap.allocate(n) / heap.free(b) ...
 // What the user must do:
@@ -16,15 +16,18 @@
 //       make the block's contents durable before (or with) the link, as usual.
 //  (U2) Call free() only once the block is unreachable in the durable state (its unlink is
 //       persisted) and no reader can still hold it (see epoch.hpp).
-//  (U3) After open, mark every reachable block live (the offset allocate() returned), then
-//       call finish_recovery() once, before any allocate() or free(). Marking a block twice
-//       is harmless. A fresh pool needs no marks.
+//  (U3) After open, mark every reachable block live (the offset allocate() returned, and the
+//       size it was asked for, or any size that allocate() serves from the same class or
+//       the same number of chunks), then call finish_recovery() once, before any allocate()
+//       or free(). Marking a block twice is harmless. A fresh pool needs no marks.
 // What the allocator guarantees:
 //  (A1) A block reached by the walk is never handed out again while it is live.
 //  (A2) A block allocated but not linked when the pool was closed or crashed is free after
 //       recovery: nothing leaks.
-//  (A3) mark_live() and finish_recovery() reject an offset that is not the start of a
-//       block of the chunk it falls in, or blocks that overlap, with a corruption error.
+//  (A3) mark_live() and finish_recovery() reject, with a corruption error naming the offset,
+//       an offset that is not the start of a block of the chunk it falls in, a block whose
+//       chunk tag does not describe a block of its size (a damaged tag), and blocks that
+//       overlap. Neither writes to the pool.
 //  (A4) No space: allocate() returns no_space and changes nothing; the pool stays usable.
 //       Blocks held in other threads' caches are not counted as free.
 //
@@ -56,10 +59,15 @@ class persistent_allocator {
   explicit persistent_allocator(const pool& p)
       : core_(std::make_shared<detail::heap_core>(p, persist_ops_for<Policy>)) {}
 
-  // Records that `block` is reachable. O(1), no durable write.
-  status mark_live(pptr<> block) { return core_->mark_live(block.offset()); }
+  // Records that `block`, allocated for `bytes` bytes, is reachable. O(1), no durable write.
+  status mark_live(pptr<> block, std::size_t bytes) {
+    return core_->mark_live(block.offset(), bytes);
+  }
   // Builds the free space from the marks. REQUIRES: called once, after every mark_live.
   status finish_recovery() { return core_->finish_recovery(); }
+  // True if no chunk was ever given out since the pool was created (its chunk table is as
+  // creation left it): a user whose root says "empty" can check that the heap agrees.
+  bool untouched() const noexcept { return core_->untouched(); }
 
   // A block of at least `bytes` bytes (uninitialised), 16-byte aligned, 64-byte aligned if
   // bytes > 48. Errors: no_space; invalid_argument before finish_recovery().

@@ -36,6 +36,11 @@ struct ReadOptions {
   // (exclusive bound) are not visited.
   std::optional<std::string> lower_bound;
   std::optional<std::string> upper_bound;
+  // Check each value read (Get, and each entry an iterator stops at) against its node's
+  // checksum; a damaged node is reported as Status::Corruption (an iterator stops and
+  // returns it from status()) instead of being returned. Open and Check verify every node
+  // whatever this says; this guards against damage after the store was opened.
+  bool verify_checksums = true;
 };
 
 // Every completed write is durable; there is nothing to choose yet.

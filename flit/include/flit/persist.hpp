@@ -110,6 +110,10 @@ class persist {
   // Clears placement metadata kept in the word or beside it (a counter or flag left in a
   // crash image). REQUIRES: no other thread uses the word; call during recovery.
   void reset_metadata() noexcept { Policy::reset(cell_); }
+  // Whether reset_metadata() would write to the memory the word lies in (a counter or flag
+  // left in a crash image): recovery collects such words and resets them only once the
+  // image has been validated.
+  bool needs_reset() const noexcept { return Policy::needs_reset(cell_); }
 
   // The word's address, for range flushes of a node that holds it.
   const void* address() const noexcept { return &cell_.word; }

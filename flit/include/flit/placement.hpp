@@ -11,7 +11,9 @@
 //  (3) tagged(c, raw) tells a p-load that read `raw` from c whether it must write back.
 //      It may say yes too often (only extra write-backs), never too rarely.
 //  (4) value(c, raw) strips metadata from a word read.
-//  (5) reset(c) clears metadata of a cell after a crash or before first use.
+//  (5) reset(c) clears metadata of a cell after a crash or before first use;
+//      needs_reset(c) is true when reset(c) would change the memory the cell lies in (so a
+//      recovery that must not write before it has validated can collect such cells first).
 //  (6) persistent == false turns persistence off altogether (the volatile baseline).
 //
 // Placements: hashed<Bytes> (a table of 8-bit counters that addresses hash into), adjacent
@@ -123,6 +125,10 @@ struct hashed {
   }
   template <class C>
   static void reset(C&) noexcept {}
+  template <class C>
+  static bool needs_reset(const C&) noexcept {
+    return false;  // the counters are in DRAM
+  }
 };
 
 // ---- adjacent ---------------------------------------------------------------------------
@@ -170,6 +176,10 @@ struct adjacent {
   static void reset(C& c) noexcept {
     c.counter.store(0, std::memory_order_relaxed);
   }
+  template <class C>
+  static bool needs_reset(const C& c) noexcept {
+    return c.counter.load(std::memory_order_relaxed) != 0;
+  }
 };
 
 // ---- plain ------------------------------------------------------------------------------
@@ -206,6 +216,10 @@ struct plain {
   }
   template <class C>
   static void reset(C&) noexcept {}
+  template <class C>
+  static bool needs_reset(const C&) noexcept {
+    return false;
+  }
 };
 
 // ---- link_and_persist -------------------------------------------------------------------
@@ -253,6 +267,10 @@ struct link_and_persist {
     c.word.store(static_cast<decltype(C::flag)>(c.word.load(std::memory_order_relaxed) & ~C::flag),
                  std::memory_order_relaxed);
   }
+  template <class C>
+  static bool needs_reset(const C& c) noexcept {
+    return (c.word.load(std::memory_order_relaxed) & C::flag) != 0;
+  }
 };
 
 // ---- nonpersistent ----------------------------------------------------------------------
@@ -269,6 +287,10 @@ struct nonpersistent {
   };
   template <class C>
   static void reset(C&) noexcept {}
+  template <class C>
+  static bool needs_reset(const C&) noexcept {
+    return false;
+  }
 };
 
 // What persist<T> needs of a placement.
@@ -285,6 +307,7 @@ concept counter_placement = requires {
   { P::tagged(c, w) } -> std::same_as<bool>;
   { P::value(c, w) } -> std::same_as<std::uint64_t>;
   P::reset(c);
+  { P::needs_reset(c) } -> std::same_as<bool>;
 });
 
 static_assert(counter_placement<hashed<1024>>);

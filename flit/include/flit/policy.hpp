@@ -247,6 +247,11 @@ struct policy {
   static void reset(cell<T>& c) noexcept {
     Placement::reset(c);
   }
+  // Whether reset(c) would write to the memory the cell lies in.
+  template <persistable T>
+  static bool needs_reset(const cell<T>& c) noexcept {
+    return Placement::needs_reset(c);
+  }
 
  private:
   template <persistable T, access_mode M>

@@ -101,8 +101,8 @@ class pool_memory {
   // A callable live(offset, bytes) for a structure's recover(): marks each block live.
   // Throws std::runtime_error if an offset is not a block of the pool (a corrupt image).
   auto live_marker() {
-    return [this](std::uint64_t offset, std::size_t) {
-      if (auto s = heap_.mark_live(alloc::pptr<>(offset)); !s) throw std::runtime_error(s.error().to_string());
+    return [this](std::uint64_t offset, std::size_t bytes) {
+      if (auto s = heap_.mark_live(alloc::pptr<>(offset), bytes); !s) throw std::runtime_error(s.error().to_string());
     };
   }
   // Rebuilds the free space from the marks. REQUIRES: once, after recovery, before use.

@@ -76,8 +76,9 @@ class heap_core final : public per_thread_owner {
   ~heap_core() override;
 
   // ---- recovery ----
-  status mark_live(std::uint64_t offset);
+  status mark_live(std::uint64_t offset, std::size_t bytes);
   status finish_recovery();
+  bool untouched() const noexcept;
 
   // ---- slow paths of persistent_allocator ----
   // Fills the cache's bin of class c with at least one block.

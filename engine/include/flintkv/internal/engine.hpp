@@ -17,10 +17,14 @@
 // Persistence (manual mode; automatic mode makes every access a p-instruction instead):
 //  (1) prepare: node body and successor written back and fenced before advertising.
 //  (2) attach (put): version and predecessor's link written back, then one fence, then
-//      visible_version; a crash between leaves at most a linked node with kMaxVersion.
-//  (3) attach (batch): commit_version and batch_mode=1 fenced first; all nodes get one
-//      version; links written back; one fence; batch_mode=0 fenced; then visible_version.
-//  (4) Recovery rebuilds the index, visible_version and the allocator's free space.
+//      visible_version; a crash between leaves at most a linked node with kUncommitted.
+//  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
+//      version; links written back; one fence; batch_mode idle fenced; then visible_version.
+//  (4) Recovery validates the whole store before it writes (recovery.hpp), then rebuilds the
+//      index, visible_version and the allocator's free space.
+//  (5) Every word written is self-checking and every node carries its checksum (layout.hpp),
+//      computed from the caller's bytes and written in the node's own lines: no extra
+//      write-back or fence.
 #pragma once
 
 #include <immintrin.h>
@@ -43,19 +47,16 @@
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
+#include "flintkv/internal/recovery.hpp"
 
 namespace flintkv::internal {
 
 // What the engine needs of the pool: implemented by storage<Policy> (storage.hpp).
 template <class S>
-concept engine_storage = requires(S& s, const S& cs, std::size_t n, node_offset off, void* p) {
-  { s.root_area() } -> std::same_as<void*>;
+concept engine_storage = recovery_storage<S> &&
+                         requires(S& s, const S& cs, std::size_t n, node_offset off, void* p) {
   { s.allocate(n, &off) } -> std::same_as<Status>;
   s.free(off);
-  { cs.pointer(off) } -> std::same_as<void*>;
-  { cs.contains(off, n) } -> std::same_as<bool>;
-  s.mark_live(off);
-  { s.finish_recovery() } -> std::same_as<Status>;
   { s.dram_allocate(n) } -> std::same_as<void*>;
   s.dram_free(p, n);
   { cs.granularity() } -> std::convertible_to<std::string>;
@@ -77,6 +78,7 @@ class engine final : public DB {
   using io = durable<P, M>;
   using node = pnode<P>;
   using root_t = root<P>;
+  using recovery_t = recovery<P, M>;
   static_assert(layout_pinned<P>());
 
  public:
@@ -128,6 +130,9 @@ class engine final : public DB {
       inode* n = index_->seek(key, vv);
       if (n == nullptr || !same_key(n->key(), key) || n->tombstone) {
         return Status::NotFound(key.substr(0, 64));
+      }
+      if (options.verify_checksums) {
+        if (Status s = verify(n); !s.ok()) return s;
       }
       if (value != nullptr) {
         std::string_view v = value_of(n);
@@ -230,7 +235,8 @@ class engine final : public DB {
     inode* succs[kMaxHeight];
   };
 
-  enum class slot_state : std::uint8_t { idle, ready, done, failed };
+  // failed: stale neighbours, locate and prepare again; exhausted: no version is left.
+  enum class slot_state : std::uint8_t { idle, ready, done, failed, exhausted };
 
   struct alignas(64) slot {
     std::atomic<bool> owned{false};
@@ -248,41 +254,37 @@ class engine final : public DB {
   root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
   node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
 
+  // Validates the store (writing nothing), then repairs what a crash left and, for a new
+  // store, initialises it. See recovery.hpp.
   Status recover() {
     auto start = std::chrono::steady_clock::now();
-    root_t& r = root_ref();
-    r.format.reset_metadata();
-    std::uint64_t format = io::get(r.format).bits;
-    if (Status s = check_format(format, storage_->path()); !s.ok()) return s;
-    walk_result found;
-    if (format == kFormat) {
-      // The index is built during the walk, in list order; on an error the destructor frees
-      // what was built.
-      const node_offset head = io::get(r.head);
-      make_index(head);
-      storage_->mark_live(head);
-      Status s = walk(r, *storage_, /*repair=*/true,
-                      [&](node_offset off, std::string_view key, std::uint64_t version,
-                          bool tombstone, std::size_t value_size) {
-                        storage_->mark_live(off);
-                        inode* in = make_index_node(key, off, tombstone, value_size);
-                        in->version = version;
-                        index_->append(in);
-                      },
-                      &found);
-      if (!s.ok()) return s;
+    struct index_builder {
+      engine& e;
+      void head(node_offset h) { e.make_index(h); }
+      void kept(node_offset off, std::string_view key, std::uint64_t version, bool tombstone,
+                std::size_t value_size) {
+        inode* in = e.make_index_node(key, off, tombstone, value_size);
+        in->version = version;
+        e.index_->append(in);
+      }
+    };
+    // The index is built during the walk, in list order; on an error the destructor frees
+    // what was built.
+    typename recovery_t::found found;
+    typename recovery_t::plan repairs;
+    if (Status s = recovery_t::validate(*storage_, index_builder{*this}, &found, &repairs);
+        !s.ok()) {
+      return s;
     }
-    if (Status s = storage_->finish_recovery(); !s.ok()) return s;
-    if (format == 0) {
+    recovery_t::repair(*storage_, repairs);
+    if (found.format != kFormat) {
       // A new pool (or one whose initialisation was interrupted: start it again).
-      Status s = initialise(r);
-      if (!s.ok()) return s;
-      make_index(io::get(r.head));
+      if (Status s = initialise(root_ref()); !s.ok()) return s;
+      make_index(*read_offset_word(io::get(root_ref().head)));
     }
     index_->finish_build();
-    std::uint64_t newest = std::max(found.newest_version, io::get(r.commit_version).bits);
-    visible_version_.store(newest, std::memory_order_release);
-    next_version_ = newest;
+    visible_version_.store(found.newest_version, std::memory_order_release);
+    next_version_ = found.newest_version;
     live_keys_.store(found.live_keys, std::memory_order_relaxed);
     versions_.store(found.versions, std::memory_order_relaxed);
     recovered_versions_ = found.versions;
@@ -297,134 +299,27 @@ class engine final : public DB {
     index_ = std::make_unique<skiplist>(head_memory, head.value);
   }
 
+  // Lays out an empty store: the format word says "initialising" before the head is
+  // allocated, and this layout's format only once the rest is durable.
   Status initialise(root_t& r) {
+    io::put(r.format, word63{kFormatInitialising});
+    io::flush(r.format);
+    io::fence();
     node_offset head{0};
     if (Status s = storage_->allocate(node::size_for(0, 0), &head); !s.ok()) return s;
     node* h = at(head);
-    io::put(h->next, node_offset{0});
-    io::put(h->version, word63{0});
-    io::put(h->sizes, pack_sizes(0, 0, 0));
+    io::put(h->next, offset_word(node_offset{0}));
+    io::put(h->version, version_word(0));
+    io::put(h->sizes, sizes_word({}, {}, 0));
     io::flush(h, node::size_for(0, 0));
-    io::put(r.head, head);
-    io::put(r.commit_version, word63{0});
-    io::put(r.batch_mode, word63{0});
+    io::put(r.head, offset_word(head));
+    io::put(r.commit_version, version_word(0));
+    io::put(r.batch_mode, kBatchIdle);
     io::flush(&r, sizeof(root_t));
     io::fence();
     io::put(r.format, word63{kFormat});  // last: the store is initialised
     io::flush(r.format);
     io::fence();
-    return Status::OK();
-  }
-
- public:
-  // A root's format word: 0 (created, never initialised) or this build's format.
-  static Status check_format(std::uint64_t format, const std::string& path) {
-    if (format == 0 || format == kFormat) return Status::OK();
-    return Status::Corruption(path + ": store format " + std::to_string(format) +
-                              ", this build reads format " + std::to_string(kFormat));
-  }
-
-  struct walk_result {
-    std::uint64_t versions = 0, keys = 0, live_keys = 0, uncommitted = 0, newest_version = 0;
-    bool batch_in_progress = false;
-  };
-
-  // Walks the persistent list from the root, validating every node before trusting it,
-  // and calls on_kept(offset, key, version, tombstone, value_size) for each node of a
-  // completed write, in list order (not for the head sentinel). Nodes of writes that did not complete (kMaxVersion, or
-  // above commit_version while batch_mode is set) are skipped; with `repair`, they are
-  // linked around durably and batch_mode is cleared, and placement metadata left in the
-  // image is reset. Running it again on the same image gives the same result. Without
-  // `repair` it changes nothing (DB::Check).
-  // View: pointer(offset), contains(offset, bytes), path().
-  template <class View, class OnKept>
-  static Status walk(root_t& r, const View& view, bool repair, OnKept&& on_kept,
-                     walk_result* out) {
-    auto bad = [&](std::string_view what, std::uint64_t offset, const std::string& why) {
-      return Status::Corruption(view.path() + ": " + std::string(what) + " at offset " +
-                                std::to_string(offset) + ": " + why);
-    };
-    if (repair) {
-      r.head.reset_metadata();
-      r.commit_version.reset_metadata();
-      r.batch_mode.reset_metadata();
-    }
-    const std::uint64_t batch = io::get(r.batch_mode).bits;
-    const std::uint64_t commit = io::get(r.commit_version).bits;
-    if (batch > 1) return bad("root", 0, "batch_mode is " + std::to_string(batch));
-    out->batch_in_progress = batch == 1;
-    node_offset head_off = io::get(r.head);
-    if (!view.contains(head_off, node::size_for(0, 0))) {
-      return bad("root", head_off.value, "head offset outside the heap");
-    }
-    auto at = [&](node_offset off) { return static_cast<node*>(view.pointer(off)); };
-    node* prev = at(head_off);
-    if (repair) prev->next.reset_metadata();
-    std::uint64_t repaired = 0;
-    std::string_view prev_key;
-    std::uint64_t prev_version = 0;
-    node_offset off = io::get(prev->next);
-    while (off.value != 0) {
-      if (off.value % 8 != 0 || !view.contains(off, node::header_size())) {
-        return bad("node", off.value, "successor offset outside the heap or misaligned");
-      }
-      node* n = at(off);
-      if (repair) {
-        n->next.reset_metadata();
-        n->version.reset_metadata();
-        n->sizes.reset_metadata();
-      }
-      word63 sizes = io::get(n->sizes);
-      std::size_t ks = key_size_of(sizes), vs = value_size_of(sizes);
-      if (ks == 0 || ks > kMaxKeySize || vs > kMaxValueSize ||
-          (flags_of(sizes) & ~std::uint64_t{kTombstone}) != 0 || (sizes.bits >> 56) != 0 ||
-          !view.contains(off, node::size_for(ks, vs))) {
-        return bad("node", off.value, "bad sizes word " + std::to_string(sizes.bits));
-      }
-      std::uint64_t version = io::get(n->version).bits;
-      node_offset next = io::get(n->next);
-      // The walk is a pointer chase through the pool: request the successor's line now, so
-      // that its miss overlaps the work on this node (checks, index node, allocator).
-      // (Only offsets inside the heap: the pointer arithmetic of a garbage offset is itself
-      // undefined. The next round checks the offset again before trusting it.)
-      if (next.value % 8 == 0 && view.contains(next, node::header_size())) {
-        __builtin_prefetch(at(next));
-      }
-      if (version == kMaxVersion || (batch == 1 && version > commit)) {
-        ++out->uncommitted;
-        if (repair) {
-          io::put(prev->next, next);  // link around it
-          io::flush(prev->next);
-          ++repaired;
-        }
-        off = next;
-        continue;
-      }
-      std::string_view key(n->body(), ks);
-      bool tombstone = (flags_of(sizes) & kTombstone) != 0;
-      const int c = out->versions == 0 ? -1 : compare_keys(prev_key, key);
-      if (c > 0 || (c == 0 && prev_version <= version)) {
-        return bad("node", off.value, "list out of order (a cycle or a misplaced node)");
-      }
-      const bool new_key = c != 0;
-      if (new_key) {
-        ++out->keys;
-        if (!tombstone) ++out->live_keys;
-      }
-      ++out->versions;
-      out->newest_version = std::max(out->newest_version, version);
-      on_kept(off, key, version, tombstone, vs);
-      prev = n;
-      prev_key = key;
-      prev_version = version;
-      off = next;
-    }
-    if (repaired > 0) io::fence();
-    if (repair && batch == 1) {
-      io::put(r.batch_mode, word63{0});
-      io::flush(r.batch_mode);
-      io::fence();
-    }
     return Status::OK();
   }
 
@@ -463,7 +358,13 @@ class engine final : public DB {
       slot_lease me(*this);
       me->one = &u;
       me->batch = nullptr;
-      if (attach(*me)) break;
+      const slot_state outcome = attach(*me);
+      if (outcome == slot_state::done) break;
+      if (outcome == slot_state::exhausted) {
+        discard(u);
+        s = exhausted_versions();
+        break;
+      }
     }
     if (s.ok()) {
       index_->promote(u.index_node, u.preds);
@@ -510,7 +411,12 @@ class engine final : public DB {
       slot_lease me(*this);
       me->one = nullptr;
       me->batch = &updates;
-      attach(*me);  // a batch is never refused: stale neighbours are retried in attach
+      // A batch is never sent back for stale neighbours (attach_batch retries them).
+      if (attach(*me) == slot_state::exhausted) {
+        for (update& u : updates) discard(u);
+        io::complete();
+        return exhausted_versions();
+      }
     }
     for (update& u : updates) index_->promote(u.index_node, u.preds);
     batches_.add();
@@ -519,17 +425,23 @@ class engine final : public DB {
     return Status::OK();
   }
 
+  Status exhausted_versions() const {
+    return Status::NoSpace(storage_->path() + ": every version number up to " +
+                           std::to_string(kMaxVersion) + " has been used");
+  }
+
   // Allocates and fills the persistent node (first call) and points it at the located
   // successor. The caller fences before advertising it.
   Status prepare(update& u) {
-    node_offset succ{u.succs[0] != nullptr ? u.succs[0]->pnode : 0};
+    const stored_offset succ =
+        offset_word(node_offset{u.succs[0] != nullptr ? u.succs[0]->pnode : 0});
     if (u.persistent == nullptr) {
       const std::size_t size = node::size_for(u.key.size(), u.value.size());
       if (Status s = storage_->allocate(size, &u.offset); !s.ok()) return s;
       node* n = at(u.offset);
       io::put(n->next, succ);
-      io::put(n->version, word63{kMaxVersion});
-      io::put(n->sizes, pack_sizes(u.key.size(), u.value.size(), u.tombstone ? std::uint64_t{kTombstone} : 0));
+      io::put(n->version, word63{kUncommitted});
+      io::put(n->sizes, sizes_word(u.key, u.value, u.tombstone ? std::uint64_t{kTombstone} : 0));
       io::put_bytes(n->body(), u.key.data(), u.key.size());
       io::put_bytes(n->body() + u.key.size(), u.value.data(), u.value.size());
       io::flush(n, size);
@@ -618,14 +530,14 @@ class engine final : public DB {
     slot& slot_;
   };
 
-  // Advertises the slot's update and waits until a combiner (maybe this thread) attached it.
-  // Returns false if its neighbours were stale: locate and prepare again.
-  bool attach(slot& me) {
+  // Advertises the slot's update and waits until a combiner (maybe this thread) attached it
+  // (done), found its neighbours stale (failed: locate and prepare again) or had no version
+  // left to give it (exhausted).
+  slot_state attach(slot& me) {
     me.state.store(slot_state::ready, std::memory_order_release);
     for (unsigned spins = 0;; ++spins) {
       slot_state st = me.state.load(std::memory_order_acquire);
-      if (st == slot_state::done) return true;
-      if (st == slot_state::failed) return false;
+      if (st != slot_state::ready) return st;
       if (!combiner_lock_.load(std::memory_order_relaxed) &&
           !combiner_lock_.exchange(true, std::memory_order_acquire)) {
         combine();
@@ -644,8 +556,12 @@ class engine final : public DB {
   void combine() {
     for (slot& s : slots_) {
       if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
-      bool ok = s.batch != nullptr ? attach_batch(*s.batch) : attach_one(*s.one);
-      s.state.store(ok ? slot_state::done : slot_state::failed, std::memory_order_release);
+      slot_state outcome = slot_state::exhausted;
+      if (next_version_ < kMaxVersion) {
+        const bool ok = s.batch != nullptr ? attach_batch(*s.batch) : attach_one(*s.one);
+        outcome = ok ? slot_state::done : slot_state::failed;
+      }
+      s.state.store(outcome, std::memory_order_release);
     }
   }
 
@@ -663,8 +579,8 @@ class engine final : public DB {
   bool attach_batch(std::vector<update>& updates) {
     root_t& r = root_ref();
     const std::uint64_t commit = next_version_;
-    io::put(r.commit_version, word63{commit});
-    io::put(r.batch_mode, word63{1});
+    io::put(r.commit_version, version_word(commit));
+    io::put(r.batch_mode, kBatchActive);
     io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
     io::fence();
     const std::uint64_t version = commit + 1;
@@ -678,7 +594,7 @@ class engine final : public DB {
       (void)linked;
     }
     io::fence();
-    io::put(r.batch_mode, word63{0});
+    io::put(r.batch_mode, kBatchIdle);
     io::flush(r.batch_mode);
     io::fence();
     next_version_ = version;
@@ -694,11 +610,11 @@ class engine final : public DB {
     if (pred->load_next(0) != succ) return false;
     inode* n = u.index_node;
     n->version = version;
-    io::put(u.persistent->version, word63{version});
+    io::put(u.persistent->version, version_word(version));
     io::flush(u.persistent->version);
     skiplist::link_leaf(pred, n);
     node* pred_node = at(node_offset{pred->pnode});
-    io::put(pred_node->next, u.offset);
+    io::put(pred_node->next, offset_word(u.offset));
     io::flush(pred_node->next);
     versions_.fetch_add(1, std::memory_order_relaxed);
     bool had_live = succ != nullptr && same_key(succ->key(), u.key) && !succ->tombstone;
@@ -720,6 +636,23 @@ class engine final : public DB {
     return {p->body() + n->key_size, n->value_size};
   }
 
+  // Checks the persistent node behind n against the index's copy of its sizes and its
+  // checksum: Corruption if its content was damaged since the store was opened. The node is
+  // immutable once linked, so a plain load of its size word suffices.
+  Status verify(const inode* n) const {
+    const node* p = at(node_offset{n->pnode});
+    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
+    const std::string_view key(p->body(), n->key_size);
+    if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == n->value_size &&
+        ((flags_of(sizes) & kTombstone) != 0) == n->tombstone &&
+        node_check_of(sizes) == node_checksum(sizes.bits, key, value_of(n))) {
+      return Status::OK();
+    }
+    return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(n->pnode) +
+                              " (key '" + recovery_t::printable(n->key()) +
+                              "'): checksum mismatch: its content was damaged");
+  }
+
   template <class F>
   static Status guarded(F&& f) noexcept {
     try {
@@ -735,12 +668,13 @@ class engine final : public DB {
   class iterator_impl final : public Iterator {
    public:
     iterator_impl(const engine* e, std::uint64_t version, const ReadOptions& options)
-        : engine_(e), version_(version), lower_(options.lower_bound),
-          upper_(options.upper_bound) {}
+        : engine_(e), version_(version), verify_(options.verify_checksums),
+          lower_(options.lower_bound), upper_(options.upper_bound) {}
 
     bool Valid() const override { return current_ != nullptr; }
 
     void SeekToFirst() override {
+      status_ = Status::OK();
       if (lower_) {
         Seek(*lower_);
         return;
@@ -749,6 +683,7 @@ class engine final : public DB {
     }
 
     void SeekToLast() override {
+      status_ = Status::OK();
       if (upper_) {
         settle_backward_below(*upper_);
         return;
@@ -763,11 +698,13 @@ class engine final : public DB {
     }
 
     void Seek(std::string_view target) override {
+      status_ = Status::OK();
       if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
       settle_forward(engine_->index_->seek(target, version_));
     }
 
     void SeekForPrev(std::string_view target) override {
+      status_ = Status::OK();
       if (upper_ && compare_keys(target, *upper_) >= 0) {
         settle_backward_below(*upper_);
         return;
@@ -781,7 +718,9 @@ class engine final : public DB {
 
     std::string_view key() const override { return current_->key(); }
     std::string_view value() const override { return engine_->value_of(current_); }
-    Status status() const override { return Status::OK(); }
+    // Corruption once the iterator met a damaged node (it is then not Valid), until the next
+    // seek; OK otherwise.
+    Status status() const override { return status_; }
 
    private:
     bool visible(const inode* n) const { return n->version <= version_; }
@@ -803,7 +742,7 @@ class engine final : public DB {
           continue;
         }
         if (!n->tombstone) {
-          current_ = n;
+          land(n);
           return;
         }
         n = skip_key(n);
@@ -841,14 +780,28 @@ class engine final : public DB {
         return true;
       }
       if (n->tombstone) return false;
-      current_ = n;
+      land(n);
       return true;
+    }
+
+    // Positions the iterator on n, once its node passed verification (if asked for).
+    void land(inode* n) {
+      if (verify_) {
+        if (Status s = engine_->verify(n); !s.ok()) {
+          status_ = std::move(s);
+          current_ = nullptr;
+          return;
+        }
+      }
+      current_ = n;
     }
 
     const engine* engine_;
     const std::uint64_t version_;
+    const bool verify_;
     std::optional<std::string> lower_, upper_;
     inode* current_ = nullptr;
+    Status status_;
   };
 
   // ---- state -----------------------------------------------------------------------------

@@ -4,24 +4,29 @@
 // Every field is a persist<T> word or bulk bytes written through Policy::write_range, so the
 // flush policy sees every write (there is no raw store to the pool in engine/).
 // Words that the engine stores use 63 bits: the top bit is spare, so the link_and_persist
-// placement can keep its flag there.
+// placement can keep its flag there. Every word checks itself and every node carries a
+// checksum of its immutable content (below), so damage is detected, never read as data.
 //
 // Invariants (of the durable list, between any two persistence events):
 //  (1) The list from the root's head sentinel is sorted by key ascending, then version
 //      descending; every node's successor offset is durable before any link to the node.
-//  (2) A node's key, value, size word and successor are durable before the node is linked.
-//  (3) A node's version is kMaxVersion until the combiner assigns it; a linked node whose
-//      version is still kMaxVersion belongs to a write that did not complete.
-//  (4) While batch_mode is 1, nodes with a version above commit_version belong to a batch
-//      that did not complete.
+//  (2) A node's key, value, size word (with its checksum) and successor are durable before
+//      the node is linked.
+//  (3) A node's version is kUncommitted until the combiner assigns it; a linked node whose
+//      version is still kUncommitted belongs to a write that did not complete.
+//  (4) While batch_mode is kBatchActive, nodes with a version above commit_version belong to
+//      a batch that did not complete.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
+#include "flintkv/internal/checksum.hpp"
 #include "flit/flit.hpp"
 
 namespace flintkv::internal {
@@ -32,13 +37,17 @@ struct word63 {
   friend bool operator==(word63, word63) = default;
 };
 
-inline constexpr std::uint64_t kMaxVersion = (std::uint64_t{1} << 63) - 1;
-
-// A persistent offset from the pool base; 0 is null. Nodes are 8-aligned, so its low bit is
-// free for link_and_persist.
+// An offset from the pool base; 0 is null. What the engine works with in DRAM; the pool
+// holds it as a stored_offset (below).
 struct node_offset {
   std::uint64_t value;
   friend bool operator==(node_offset, node_offset) = default;
+};
+
+// A node offset as the pool holds it (see offset_word below).
+struct stored_offset {
+  std::uint64_t bits;
+  friend bool operator==(stored_offset, stored_offset) = default;
 };
 
 }  // namespace flintkv::internal
@@ -48,29 +57,117 @@ struct flit::spare_bit<flintkv::internal::word63> {
   static constexpr std::uint64_t mask = std::uint64_t{1} << 63;
 };
 template <>
-struct flit::spare_bit<flintkv::internal::node_offset> {
-  static constexpr std::uint64_t mask = 1;
+struct flit::spare_bit<flintkv::internal::stored_offset> {
+  static constexpr std::uint64_t mask = 1;  // offsets are multiples of 16
 };
 
 namespace flintkv::internal {
 
-// The node's size word: key size (16 bits), value size (32 bits), flags (8 bits).
+// ---- self-checking words -----------------------------------------------------------------
+//
+// Every word the engine keeps in the pool checks itself, so that damage is reported instead
+// of read as another value. A word holds a 48-bit payload (bits 0-47) and a 15-bit check of
+// it (bits 48-62; bit 63 stays the link_and_persist flag). The check is the low 15 bits of
+// a CRC-32C of the payload, offset by a constant so that an all-zero word is not valid.
+// Any single flipped bit is detected (proved below, at compile time), and a word overwritten
+// with garbage passes with probability 2^-15 (and must then pass the walk's other checks).
+
+inline constexpr unsigned kCheckShift = 48;
+inline constexpr std::uint64_t kPayloadMask = (std::uint64_t{1} << kCheckShift) - 1;
+inline constexpr std::uint64_t kCheckMask = (std::uint64_t{1} << 15) - 1;
+
+constexpr std::uint64_t word_check(std::uint64_t payload) {
+  return (crc32c_word(0x464c4e54u, payload) & kCheckMask) ^ 0x2a5b;
+}
+constexpr std::uint64_t checked_word(std::uint64_t payload) {
+  return payload | (word_check(payload) << kCheckShift);
+}
+// The payload of a self-checking word, or nullopt if the word is damaged.
+constexpr std::optional<std::uint64_t> checked_payload(std::uint64_t bits) {
+  const std::uint64_t payload = bits & kPayloadMask;
+  if ((bits >> kCheckShift) != word_check(payload)) return std::nullopt;
+  return payload;
+}
+
+// ---- versions ----------------------------------------------------------------------------
+
+// Committed versions are 0 .. kMaxVersion; a node's version word holds checked_word(v), or
+// kUncommitted until the combiner assigns its version. kUncommitted has the payload
+// 2^48 - 1, which no committed version has, and a check pattern that is no fill pattern
+// (an all-ones or all-zeros word is damage, not a marker).
+inline constexpr std::uint64_t kMaxVersion = kPayloadMask - 1;
+inline constexpr std::uint64_t kUncommitted = kPayloadMask | (std::uint64_t{0x5a5a} << kCheckShift);
+
+enum class version_kind : std::uint8_t { committed, uncommitted, damaged };
+struct stored_version {
+  version_kind kind;
+  std::uint64_t version;  // committed only
+};
+constexpr word63 version_word(std::uint64_t version) { return {checked_word(version)}; }
+constexpr stored_version read_version_word(word63 w) {
+  if (w.bits == kUncommitted) return {version_kind::uncommitted, 0};
+  const auto v = checked_payload(w.bits);
+  if (!v || *v > kMaxVersion) return {version_kind::damaged, 0};
+  return {version_kind::committed, *v};
+}
+
+// ---- offsets -----------------------------------------------------------------------------
+
+// A node offset as stored: checked_word(offset). Offsets are multiples of 16 (the heap's
+// block alignment) below 2^48; 0 is null.
+inline constexpr std::uint64_t kNodeAlignment = 16;
+constexpr stored_offset offset_word(node_offset off) { return {checked_word(off.value)}; }
+constexpr std::optional<node_offset> read_offset_word(stored_offset w) {
+  const auto v = checked_payload(w.bits);
+  if (!v || *v % kNodeAlignment != 0) return std::nullopt;
+  return node_offset{*v};
+}
+
+// ---- the node's size word ----------------------------------------------------------------
+//
+// bits 0-12 key size (1 .. 4096), bits 13-33 value size (0 .. 2^20), bit 34 tombstone,
+// bit 35 zero, bits 36-62 the node's checksum: the low 27 bits of a CRC-32C over the size
+// word's bits 0-35 (as 8 bytes), the key and the value. Every single flipped bit of a node
+// of any size is detected (test: ChecksumTest.EverySingleBitErrorChangesTheNodeChecksum);
+// other damage passes with probability 2^-27.
 // Stored in the pool: do not renumber.
 enum node_flags : std::uint64_t { kTombstone = 1 };
 
-constexpr word63 pack_sizes(std::size_t key_size, std::size_t value_size, std::uint64_t flags) {
-  return {static_cast<std::uint64_t>(key_size) | (static_cast<std::uint64_t>(value_size) << 16) |
-          (flags << 48)};
+inline constexpr unsigned kValueSizeShift = 13;
+inline constexpr unsigned kFlagsShift = 34;
+inline constexpr unsigned kNodeCheckShift = 36;
+inline constexpr std::uint64_t kNodeCheckMask = (std::uint64_t{1} << 27) - 1;
+inline constexpr std::uint64_t kSizesMask = (std::uint64_t{1} << kNodeCheckShift) - 1;
+
+constexpr std::uint64_t pack_sizes(std::size_t key_size, std::size_t value_size,
+                                   std::uint64_t flags) {
+  return static_cast<std::uint64_t>(key_size) |
+         (static_cast<std::uint64_t>(value_size) << kValueSizeShift) | (flags << kFlagsShift);
 }
-constexpr std::size_t key_size_of(word63 w) { return w.bits & 0xffff; }
-constexpr std::size_t value_size_of(word63 w) { return (w.bits >> 16) & 0xffffffff; }
-constexpr std::uint64_t flags_of(word63 w) { return (w.bits >> 48) & 0xff; }
+constexpr std::size_t key_size_of(word63 w) { return w.bits & 0x1fff; }
+constexpr std::size_t value_size_of(word63 w) { return (w.bits >> kValueSizeShift) & 0x1fffff; }
+constexpr std::uint64_t flags_of(word63 w) { return (w.bits >> kFlagsShift) & 0x3; }
+constexpr std::uint64_t node_check_of(word63 w) { return w.bits >> kNodeCheckShift; }
+
+// The checksum of a node's immutable content: its sizes (bits 0-35 of the size word), then
+// its key and value bytes (which follow each other in the node).
+inline std::uint64_t node_checksum(std::uint64_t sizes, std::string_view key,
+                                   std::string_view value) {
+  std::uint32_t c = crc32c_word(0xffffffffu, sizes & kSizesMask);
+  c = crc32c(c, key.data(), key.size());
+  return crc32c(c, value.data(), value.size()) & kNodeCheckMask;
+}
+// The size word of a node holding `key` and `value`.
+inline word63 sizes_word(std::string_view key, std::string_view value, std::uint64_t flags) {
+  const std::uint64_t sizes = pack_sizes(key.size(), value.size(), flags);
+  return {sizes | (node_checksum(sizes, key, value) << kNodeCheckShift)};
+}
 
 template <class Policy>
 struct pnode {
-  flit::persist<node_offset, Policy> next;  // successor in the list
-  flit::persist<word63, Policy> version;    // kMaxVersion until attached
-  flit::persist<word63, Policy> sizes;      // pack_sizes(key, value, flags)
+  flit::persist<stored_offset, Policy> next;  // offset_word(successor in the list)
+  flit::persist<word63, Policy> version;      // kUncommitted until attached
+  flit::persist<word63, Policy> sizes;        // sizes_word(key, value, flags, body)
   // Followed by the key bytes, then the value bytes.
 
   static constexpr std::size_t header_size() { return sizeof(pnode); }
@@ -84,14 +181,53 @@ struct pnode {
 // The engine's root, in the pool's root area.
 template <class Policy>
 struct root {
-  flit::persist<word63, Policy> format;          // kFormat once initialised
-  flit::persist<node_offset, Policy> head;       // the sentinel node (no key)
-  flit::persist<word63, Policy> commit_version;  // newest version before the current batch
-  flit::persist<word63, Policy> batch_mode;      // 1 while a batch is being attached
+  flit::persist<word63, Policy> format;          // kFormatBlank, kFormatInitialising, kFormat
+  flit::persist<stored_offset, Policy> head;     // offset_word(the sentinel node)
+  flit::persist<word63, Policy> commit_version;  // version_word(newest before the batch)
+  flit::persist<word63, Policy> batch_mode;      // kBatchIdle, or kBatchActive while a batch
+                                                 // is being attached
 };
 
-// Version of this layout; stored in the pool: bump when the layout changes.
-inline constexpr std::uint64_t kFormat = 1;
+// The root's format word. Stored in the pool: bump kFormat when the layout changes. The
+// values are far apart (no single flipped bit turns one into another, or into 0), so a
+// damaged format word is reported, never taken for a new store.
+inline constexpr std::uint64_t kFormatBlank = 0;  // created, never initialised
+inline constexpr std::uint64_t kFormatInitialising = 0x494e4954464b56;  // "VKFTINI": started
+inline constexpr std::uint64_t kFormat = 0x3256544e494c46;  // "FLINTV2": this layout
+inline constexpr std::uint64_t kFormatVersion = 2;          // what messages call it
+// The batch_mode word.
+inline constexpr word63 kBatchIdle = version_word(0);
+inline constexpr word63 kBatchActive = version_word(1);
+
+// ---- what the encodings promise, proved here -----------------------------------------------
+
+namespace layout_proofs {
+// Every single-bit error in a 48-bit payload changes its check.
+constexpr bool checks_catch_single_bits() {
+  for (int b = 0; b < 48; ++b) {
+    if (word_check(0) == word_check(std::uint64_t{1} << b)) return false;
+  }
+  return true;
+}
+// No valid version word is one bit away from the uncommitted marker: the marker's payload
+// with one bit cleared, and the marker's check bits with one cleared, never pass.
+constexpr bool marker_is_isolated() {
+  for (int b = 0; b < 63; ++b) {
+    if (read_version_word({kUncommitted ^ (std::uint64_t{1} << b)}).kind != version_kind::damaged)
+      return false;
+  }
+  return read_version_word({kUncommitted}).kind == version_kind::uncommitted &&
+         read_version_word({(std::uint64_t{1} << 63) - 1}).kind == version_kind::damaged;
+}
+constexpr int distance(std::uint64_t a, std::uint64_t b) { return std::popcount(a ^ b); }
+static_assert(checks_catch_single_bits());
+static_assert(marker_is_isolated());
+static_assert(!checked_payload(0).has_value(), "a zeroed word must not be valid");
+static_assert(distance(kFormat, kFormatBlank) > 1 && distance(kFormat, kFormatInitialising) > 1 &&
+              distance(kFormatInitialising, kFormatBlank) > 1 && distance(kFormat, 1) > 1);
+static_assert(distance(kBatchIdle.bits, kBatchActive.bits) > 1);
+static_assert(kFormat >> 63 == 0 && kFormatInitialising >> 63 == 0);
+}  // namespace layout_proofs
 
 // The layout depends only on the size of a persistent word under the placement.
 template <class Policy>

@@ -45,31 +45,32 @@ Status open_region(std::span<std::byte> region, const Options& options,
   return engine_for<Config>::open(std::move(s), options, db);
 }
 
-// DB::Check for any configuration.
+// DB::Check for any configuration: every validation recovery makes (recovery.hpp: the
+// root, every node and its checksum, the allocator's view of every block), writing nothing.
 template <class Config>
 Status check_file(const std::string& path, CheckReport* report) {
   using P = typename Config::policy;
+  using recovery_t = recovery<P, typename Config::mode>;
   Options options;  // open only: never create
-  std::optional<alloc::pool> pool;
-  if (Status s = open_pool_file<P>(options, path, &pool); !s.ok()) return s;
-  pool_view view(*pool);
-  auto& r = *pool->root_as<root<P>>();
-  report->pool_size = pool->size();
-  report->granularity = std::string(alloc::to_string(pool->store_granularity()));
+  std::unique_ptr<storage<P>> s;
+  if (Status st = storage<P>::open_file(options, path, &s); !st.ok()) return st;
+  report->pool_size = s->size();
+  report->granularity = s->granularity();
   report->configuration = engine_for<Config>::configuration();
-  std::uint64_t format = r.format.load(flit::volatile_, flit::private_).bits;
-  if (Status s = engine_for<Config>::check_format(format, path); !s.ok()) return s;
-  if (format == 0) return Status::OK();  // created, never initialised: empty
-  typename engine_for<Config>::walk_result found;
-  Status s = engine_for<Config>::walk(r, view, /*repair=*/false,
-                                      [](auto&&...) {}, &found);
+  struct ignore {
+    void head(node_offset) {}
+    void kept(node_offset, std::string_view, std::uint64_t, bool, std::size_t) {}
+  };
+  typename recovery_t::found found;
+  typename recovery_t::plan repairs;
+  Status st = recovery_t::validate(*s, ignore{}, &found, &repairs);
   report->versions = found.versions;
   report->keys = found.keys;
   report->live_keys = found.live_keys;
   report->uncommitted = found.uncommitted;
   report->batch_in_progress = found.batch_in_progress;
   report->newest_version = found.newest_version;
-  return s;
+  return st;
 }
 
 }  // namespace flintkv::internal

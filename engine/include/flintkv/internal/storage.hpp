@@ -73,22 +73,6 @@ Status open_pool_file(const Options& options, const std::string& path,
   return Status::OK();
 }
 
-// Where the engine's nodes may be: the pool's heap. What walks read nodes through.
-class pool_view {
- public:
-  explicit pool_view(const alloc::pool& p) : pool_(&p) {}
-  void* pointer(node_offset off) const { return pool_->base() + off.value; }
-  // True if [off, off + n) lies inside the pool's heap (not its header or root).
-  bool contains(node_offset off, std::size_t n) const {
-    return off.value >= pool_->heap_begin() && off.value <= pool_->heap_end() &&
-           n <= pool_->heap_end() - off.value;
-  }
-  std::string path() const { return pool_->name(); }
-
- private:
-  const alloc::pool* pool_;
-};
-
 template <class Policy>
 class storage {
  public:
@@ -127,11 +111,20 @@ class storage {
   }
   void free(node_offset off) { heap_.free(alloc::pptr<>(off.value)); }
 
-  void* pointer(node_offset off) const { return view_.pointer(off); }
-  bool contains(node_offset off, std::size_t n) const { return view_.contains(off, n); }
+  void* pointer(node_offset off) const { return pool_.base() + off.value; }
+  // True if [off, off + n) lies inside the pool's heap (not its header, root or table).
+  bool contains(node_offset off, std::size_t n) const {
+    return off.value >= pool_.heap_begin() && off.value <= pool_.heap_end() &&
+           n <= pool_.heap_end() - off.value;
+  }
+  std::uint64_t heap_bytes() const { return pool_.heap_end() - pool_.heap_begin(); }
+  // No chunk of the heap was ever given out.
+  bool untouched() const { return heap_.untouched(); }
 
-  void mark_live(node_offset off) {
-    if (auto s = heap_.mark_live(alloc::pptr<>(off.value)); !s && recovery_error_.ok()) {
+  // Records that the node at `off`, of `bytes` bytes, is reachable; the first error (a
+  // block its chunk tag does not describe) is reported by finish_recovery.
+  void mark_live(node_offset off, std::size_t bytes) {
+    if (auto s = heap_.mark_live(alloc::pptr<>(off.value), bytes); !s && recovery_error_.ok()) {
       recovery_error_ = to_status(s.error());
     }
   }
@@ -154,10 +147,9 @@ class storage {
   std::string path() const { return pool_.name(); }
 
  private:
-  explicit storage(alloc::pool p) : pool_(std::move(p)), view_(pool_), heap_(pool_) {}
+  explicit storage(alloc::pool p) : pool_(std::move(p)), heap_(pool_) {}
 
   alloc::pool pool_;
-  pool_view view_;
   alloc::persistent_allocator<Policy> heap_;
   alloc::node_allocator dram_;
   Status recovery_error_;

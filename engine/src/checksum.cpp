@@ -1,0 +1,57 @@
+#include "flintkv/internal/checksum.hpp"
+
+#include <nmmintrin.h>
+
+#include <cstring>
+
+namespace flintkv::internal {
+
+namespace {
+
+std::uint32_t crc32c_table(std::uint32_t crc, const unsigned char* p, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) crc = (crc >> 8) ^ kCrc32cTable[(crc ^ p[i]) & 0xff];
+  return crc;
+}
+
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc,
+                                                             const unsigned char* p,
+                                                             std::size_t n) noexcept {
+  std::uint64_t c = crc;
+  while (n >= 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    c = _mm_crc32_u64(c, w);
+    p += 8;
+    n -= 8;
+  }
+  auto c32 = static_cast<std::uint32_t>(c);
+  while (n > 0) {
+    c32 = _mm_crc32_u8(c32, *p++);
+    --n;
+  }
+  return c32;
+}
+
+using crc_fn = std::uint32_t (*)(std::uint32_t, const unsigned char*, std::size_t) noexcept;
+
+crc_fn pick() noexcept {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2") ? crc32c_sse42 : crc32c_table;
+}
+
+crc_fn chosen() noexcept {
+  static const crc_fn f = pick();
+  return f;
+}
+
+}  // namespace
+
+std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcept {
+  return chosen()(crc, static_cast<const unsigned char*>(data), n);
+}
+
+const char* crc32c_implementation() noexcept {
+  return chosen() == crc32c_sse42 ? "sse4.2" : "table";
+}
+
+}  // namespace flintkv::internal
