@@ -248,7 +248,9 @@ TEST_F(PersistentAllocatorTest, MarkLiveRejectsABlockItsTagDoesNotDescribe) {
   for (std::size_t wrong : {16u, 64u, 129u, 40000u}) {
     alloc::status s = heap.mark_live(small, wrong);
     EXPECT_EQ(s.code(), errc::corruption) << wrong;
-    if (!s) EXPECT_NE(s.error().message().find("tag may be damaged"), std::string::npos);
+    if (!s) {
+      EXPECT_NE(s.error().message().find("tag may be damaged"), std::string::npos);
+    }
   }
   EXPECT_EQ(heap.mark_live(large, 200000).code(), errc::corruption);
   EXPECT_EQ(heap.mark_live(large, 1000).code(), errc::corruption);

@@ -97,7 +97,7 @@ class recovery {
       return root_offset + static_cast<std::uint64_t>(static_cast<const char*>(field) -
                                                       reinterpret_cast<const char*>(&r));
     };
-    out->format = io::get(r.format).bits;
+    out->format = read(r.format).bits;
     if (r.format.needs_reset()) repairs->reset_root = true;
     if (out->format == kFormatBlank || out->format == kFormatInitialising) {
       if (Status st = s.finish_recovery(); !st.ok()) return st;
@@ -123,18 +123,18 @@ class recovery {
       if (w->needs_reset()) repairs->reset_root = true;
     }
     if (r.head.needs_reset()) repairs->reset_root = true;
-    const stored_version commit = read_version_word(io::get(r.commit_version));
+    const stored_version commit = read_version_word(read(r.commit_version));
     if (commit.kind != version_kind::committed) {
       return bad("the root's commit_version", root_at(&r.commit_version), "damaged word");
     }
-    const word63 batch = io::get(r.batch_mode);
+    const word63 batch = read(r.batch_mode);
     if (batch != kBatchIdle && batch != kBatchActive) {
       return bad("the root's batch_mode", root_at(&r.batch_mode),
                  "damaged word " + std::to_string(batch.bits));
     }
     out->batch_in_progress = batch == kBatchActive;
     out->newest_version = commit.version;
-    const auto head = read_offset_word(io::get(r.head));
+    const auto head = read_offset_word(read(r.head));
     if (!head || !s.contains(*head, node::size_for(0, 0))) {
       return bad("the root's head offset", root_at(&r.head), "damaged or outside the heap");
     }
@@ -142,8 +142,8 @@ class recovery {
 
     // The head sentinel: a node with no key, version 0.
     const node* h = static_cast<const node*>(s.pointer(*head));
-    if (io::get(h->sizes) != sizes_word({}, {}, 0) ||
-        io::get(h->version) != version_word(0)) {
+    if (read(h->sizes) != sizes_word({}, {}, 0) ||
+        read(h->version) != version_word(0)) {
       return bad("the head node", head->value, "damaged size or version word");
     }
     if (needs_reset(*h)) repairs->reset.push_back(*head);
@@ -158,7 +158,7 @@ class recovery {
     std::string_view prev_key;     // of the previous node, kept or not
     std::uint64_t prev_rank = 0;   // its version; an uncommitted marker ranks above all
     std::string_view kept_key;     // of the last node kept
-    std::optional<node_offset> off = read_offset_word(io::get(h->next));
+    std::optional<node_offset> off = read_offset_word(read(h->next));
     if (!off) return bad("the head node", head->value, "damaged successor offset");
     while (off->value != 0) {
       const std::string after =
@@ -170,7 +170,7 @@ class recovery {
         return bad("node", off->value, after + " lies outside the heap");
       }
       const node* n = static_cast<const node*>(s.pointer(*off));
-      const word63 sizes = io::get(n->sizes);
+      const word63 sizes = read(n->sizes);
       const std::size_t ks = key_size_of(sizes), vs = value_size_of(sizes);
       const bool tombstone = (flags_of(sizes) & kTombstone) != 0;
       if (ks == 0 || ks > kMaxKeySize || vs > kMaxValueSize ||
@@ -182,11 +182,11 @@ class recovery {
       if (node_check_of(sizes) != node_checksum(sizes.bits, key, {n->body() + ks, vs})) {
         return bad("node", off->value, after + ": checksum mismatch (its key or value is damaged)");
       }
-      const stored_version version = read_version_word(io::get(n->version));
+      const stored_version version = read_version_word(read(n->version));
       if (version.kind == version_kind::damaged) {
         return bad("node", off->value, "key '" + printable(key) + "': damaged version word");
       }
-      const std::optional<node_offset> next = read_offset_word(io::get(n->next));
+      const std::optional<node_offset> next = read_offset_word(read(n->next));
       if (!next) {
         return bad("node", off->value, "key '" + printable(key) + "': damaged successor offset");
       }
@@ -289,6 +289,13 @@ class recovery {
   }
 
  private:
+  // Validation reads the image as it is: what a crash left is what memory holds now, so
+  // there is nothing for a p-load to write back (and a p-load of a word tagged in the image
+  // would issue a needless write-back).
+  template <class Word>
+  static auto read(const Word& w) {
+    return w.load(flit::volatile_, flit::private_);
+  }
   static bool needs_reset(const node& n) {
     return n.next.needs_reset() || n.version.needs_reset() || n.sizes.needs_reset();
   }

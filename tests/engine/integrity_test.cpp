@@ -1,0 +1,343 @@
+// Damage is detected, never returned: the checksums and self-checking words of the engine's
+// layout, and what recovery, DB::Check and reads do with a damaged pool. Each test edits a
+// pool file the way a defect or a bad medium would, then checks that Open and Check report
+// Corruption naming the place, agree, and leave the file as it was.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fcntl.h>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine_support.hpp"
+#include "support/files.hpp"
+
+namespace {
+
+using namespace flintkv_test;
+using test_support::read_file;
+using test_support::write_file;
+namespace in = flintkv::internal;
+
+using policy = in::default_config::policy;
+constexpr std::size_t W = sizeof(flit::persist<in::word63, policy>);  // a persistent word
+constexpr std::size_t kRoot = alloc::format::root_offset;
+
+// ---- the checksum itself ----------------------------------------------------------------
+
+TEST(ChecksumTest, Crc32cIsTheStandardOneInBothForms) {
+  const std::string check = "123456789";
+  EXPECT_EQ(~in::crc32c(~0u, check.data(), check.size()), 0xE3069283u);  // CRC-32C check value
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 1000; ++i) {
+    const std::uint64_t w = rng();
+    const auto seed = static_cast<std::uint32_t>(rng());
+    ASSERT_EQ(in::crc32c_word(seed, w), in::crc32c(seed, &w, sizeof w));
+  }
+}
+
+// The node checksum is 27 bits of a CRC-32C. A single flipped bit at distance d from the end
+// of the message changes the CRC register by the polynomial stepped d times from x^31; the
+// check catches the flip unless the low 27 bits of that are zero. Every distance up to the
+// longest node (size word, the largest key and value) is tried.
+TEST(ChecksumTest, EverySingleBitErrorChangesTheNodeChecksum) {
+  const std::uint64_t bits = (8 + kMaxKeySize + kMaxValueSize) * 8;
+  std::uint32_t diff = in::kCrc32cPolynomial;
+  for (std::uint64_t d = 0; d < bits; ++d) {
+    ASSERT_NE(diff & in::kNodeCheckMask, 0u) << "a flip " << d << " bits from the end";
+    diff = (diff >> 1) ^ ((diff & 1) ? in::kCrc32cPolynomial : 0);
+  }
+  // And through the real function, on a small node: every bit of its sizes, key and value.
+  std::string key = "key", value = "value of a node";
+  const std::uint64_t sizes = in::pack_sizes(key.size(), value.size(), 0);
+  const std::uint64_t good = in::node_checksum(sizes, key, value);
+  for (int b = 0; b < 36; ++b) {
+    EXPECT_NE(in::node_checksum(sizes ^ (std::uint64_t{1} << b), key, value), good) << b;
+  }
+  for (std::string* s : {&key, &value}) {
+    for (std::size_t i = 0; i < s->size() * 8; ++i) {
+      (*s)[i / 8] = static_cast<char>((*s)[i / 8] ^ (1 << (i % 8)));
+      EXPECT_NE(in::node_checksum(sizes, key, value), good) << i;
+      (*s)[i / 8] = static_cast<char>((*s)[i / 8] ^ (1 << (i % 8)));
+    }
+  }
+}
+
+TEST(ChecksumTest, SelfCheckingWordsRefuseEverySingleBitFlip) {
+  for (std::uint64_t v : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{123456789},
+                          in::kMaxVersion}) {
+    const in::word63 w = in::version_word(v);
+    ASSERT_EQ(in::read_version_word(w).kind, in::version_kind::committed);
+    ASSERT_EQ(in::read_version_word(w).version, v);
+    for (int b = 0; b < 63; ++b) {
+      EXPECT_EQ(in::read_version_word({w.bits ^ (std::uint64_t{1} << b)}).kind,
+                in::version_kind::damaged)
+          << "version " << v << ", bit " << b;
+    }
+  }
+  for (std::uint64_t off : {std::uint64_t{0}, std::uint64_t{16}, std::uint64_t{1} << 40}) {
+    const in::stored_offset w = in::offset_word({off});
+    ASSERT_EQ(in::read_offset_word(w)->value, off);
+    for (int b = 0; b < 63; ++b) {
+      EXPECT_FALSE(in::read_offset_word({w.bits ^ (std::uint64_t{1} << b)}).has_value())
+          << "offset " << off << ", bit " << b;
+    }
+  }
+  EXPECT_FALSE(in::read_offset_word({0}).has_value()) << "a zeroed word is damage";
+  EXPECT_EQ(in::read_version_word({~std::uint64_t{0} >> 1}).kind, in::version_kind::damaged)
+      << "an all-ones word is damage, not the uncommitted marker";
+}
+
+// ---- pools edited by hand ------------------------------------------------------------------
+
+Options creating() {
+  Options o;
+  o.create_if_missing = true;
+  o.pool_size = kMinPoolSize;
+  return o;
+}
+
+std::string key_of(int i) { return "key" + std::to_string(1000 + i); }
+std::string value_of(int i) { return "value-" + std::to_string(i) + "-of-thirty-bytes...."; }
+
+// A pool file with keys 0 .. n-1, each with its value_of, written by the default build.
+void fill(const std::string& path, int n) {
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(creating(), path, &db).ok());
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(db->Put(key_of(i), value_of(i)).ok());
+}
+
+template <class T>
+T load(const std::vector<char>& bytes, std::size_t at) {
+  T v;
+  std::memcpy(&v, bytes.data() + at, sizeof v);
+  return v;
+}
+template <class T>
+void store(std::vector<char>& bytes, std::size_t at, T v) {
+  std::memcpy(bytes.data() + at, &v, sizeof v);
+}
+
+// The offset of the node holding key_of(i) and value_of(i).
+std::size_t node_at(const std::vector<char>& bytes, int i) {
+  const std::string needle = key_of(i) + value_of(i);
+  auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+  EXPECT_NE(at, bytes.end());
+  return static_cast<std::size_t>(at - bytes.begin()) - 3 * W;
+}
+std::size_t next_word(std::size_t node) { return node; }
+std::size_t version_word_at(std::size_t node) { return node + W; }
+std::size_t sizes_word_at(std::size_t node) { return node + 2 * W; }
+
+// Runs fn in a child process that must exit within `seconds`: a hang is a failure, not a
+// test that never ends. Returns the child's exit status, or -1 if it was killed.
+int bounded(unsigned seconds, const std::function<int()>& fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::alarm(seconds);
+    ::_exit(fn());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Check and Open both report Corruption (naming the file and `place`), within seconds, and
+// leave the file as it was.
+void expect_corruption(const std::string& path, const std::string& place) {
+  const std::vector<char> before = read_file(path);
+  const int code = bounded(20, [&] {
+    CheckReport report;
+    Status c = DB::Check(path, &report);
+    if (!c.IsCorruption() || c.message().find(place) == std::string::npos) {
+      std::fprintf(stderr, "check: %s\n", c.ToString().c_str());
+      return 1;
+    }
+    std::unique_ptr<DB> db;
+    Status o = DB::Open(Options{}, path, &db);
+    if (!o.IsCorruption() || o.message().find(place) == std::string::npos) {
+      std::fprintf(stderr, "open: %s\n", o.ToString().c_str());
+      return 2;
+    }
+    if (o.message().find(path) == std::string::npos) return 3;
+    return 0;
+  });
+  EXPECT_EQ(code, 0) << "1: check, 2: open did not report the damage at '" << place
+                     << "'; 3: the message does not name the file; -1: crashed or hung";
+  EXPECT_EQ(read_file(path), before) << "check and a refused open change nothing";
+}
+
+TEST(IntegrityTest, AnUncommittedNodeLinkedToItselfIsReportedNotWalkedForever) {
+  temp_pool_path path("self-loop");
+  fill(path.str(), 20);
+  std::vector<char> bytes = read_file(path.str());
+  const std::size_t n = node_at(bytes, 7);
+  store(bytes, version_word_at(n), in::kUncommitted);
+  store(bytes, next_word(n), in::offset_word({n}).bits);
+  write_file(path.str(), bytes);
+  expect_corruption(path.str(), "offset " + std::to_string(n));
+}
+
+TEST(IntegrityTest, ARefusedOpenDoesNotRepairFirst) {
+  temp_pool_path path("no-repair");
+  fill(path.str(), 60);
+  std::vector<char> bytes = read_file(path.str());
+  // An unfinished write that recovery would link around (a crash leaves such nodes)...
+  store(bytes, version_word_at(node_at(bytes, 10)), in::kUncommitted);
+  // ...and, further on, a damaged value.
+  const std::size_t damaged = node_at(bytes, 50);
+  bytes[sizes_word_at(damaged) + W + 9] ^= 0x10;
+  write_file(path.str(), bytes);
+  expect_corruption(path.str(), "offset " + std::to_string(damaged));
+  // Undamaged, the same pool opens, and the unfinished write is gone.
+  bytes[sizes_word_at(damaged) + W + 9] ^= 0x10;
+  write_file(path.str(), bytes);
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options{}, path.str(), &db).ok());
+  std::string v;
+  EXPECT_TRUE(db->Get(key_of(10), &v).IsNotFound());
+  ASSERT_TRUE(db->Get(key_of(50), &v).ok());
+  EXPECT_EQ(v, value_of(50));
+}
+
+TEST(IntegrityTest, OneFlippedBitInTheRootIsReportedNotTakenForANewStore) {
+  temp_pool_path path("root-bits");
+  fill(path.str(), 30);
+  const std::vector<char> good = read_file(path.str());
+  for (std::size_t word : {std::size_t{0}, W, 2 * W, 3 * W}) {  // format, head, commit, batch
+    for (int bit : {1, 5, 47, 50, 62}) {  // bit 0 of an offset is link_and_persist's flag
+      std::vector<char> bytes = good;
+      bytes[kRoot + word + static_cast<std::size_t>(bit / 8)] ^= static_cast<char>(1 << (bit % 8));
+      write_file(path.str(), bytes);
+      expect_corruption(path.str(), "the root");
+    }
+  }
+  // A blank root over a heap in use: the root page was lost, not a new store.
+  std::vector<char> bytes = good;
+  std::fill(bytes.begin() + kRoot, bytes.begin() + kRoot + 4096, 0);
+  write_file(path.str(), bytes);
+  expect_corruption(path.str(), "format word");
+}
+
+TEST(IntegrityTest, DamagedVersionWordsAreReported) {
+  temp_pool_path path("versions");
+  fill(path.str(), 30);
+  const std::vector<char> good = read_file(path.str());
+  const std::size_t n = node_at(good, 3);
+  for (std::uint64_t garbage : {~std::uint64_t{0} >> 1, (std::uint64_t{1} << 63) - 2,
+                                in::version_word(5).bits ^ 4}) {
+    std::vector<char> bytes = good;
+    store(bytes, version_word_at(n), garbage);
+    write_file(path.str(), bytes);
+    expect_corruption(path.str(), "offset " + std::to_string(n));
+  }
+  std::vector<char> bytes = good;
+  store(bytes, kRoot + 2 * W, ~std::uint64_t{0} >> 1);  // commit_version all ones
+  write_file(path.str(), bytes);
+  expect_corruption(path.str(), "commit_version");
+}
+
+TEST(IntegrityTest, TheLastVersionNumberIsNoSpaceNotAWrap) {
+  temp_pool_path path("last-version");
+  fill(path.str(), 5);
+  std::vector<char> bytes = read_file(path.str());
+  store(bytes, version_word_at(node_at(bytes, 2)), in::version_word(in::kMaxVersion).bits);
+  write_file(path.str(), bytes);
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(Options{}, path.str(), &db).ok());
+    EXPECT_TRUE(db->Put("another", "value").IsNoSpace());
+    WriteBatch batch;
+    batch.Put("a", "1");
+    EXPECT_TRUE(db->Write(batch).IsNoSpace());
+  }
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options{}, path.str(), &db).ok()) << "nothing was lost or wrapped";
+  for (int i = 0; i < 5; ++i) {
+    std::string v;
+    ASSERT_TRUE(db->Get(key_of(i), &v).ok());
+    EXPECT_EQ(v, value_of(i));
+  }
+}
+
+// The chunk table: one 8-byte tag per 64 KiB chunk, low byte the kind (1: small blocks),
+// the rest the block size.
+TEST(IntegrityTest, AChunkTagThatDoesNotFitItsNodesIsReportedByCheckAndOpen) {
+  temp_pool_path path("chunk-tag");
+  fill(path.str(), 200);
+  const std::vector<char> good = read_file(path.str());
+  const auto heap = load<std::uint64_t>(good, 176);  // pool_header::heap_offset
+  const std::size_t chunk = (node_at(good, 0) - heap) >> alloc::format::chunk_shift;
+  const std::size_t tag_at = alloc::format::chunk_table_offset + chunk * 8;
+  const auto tag = load<alloc::format::chunk_tag>(good, tag_at);
+  ASSERT_EQ(tag.kind(), alloc::format::chunk_kind::small);
+  for (std::uint64_t size : {tag.argument() / 2, tag.argument() * 2}) {
+    std::vector<char> bytes = good;
+    store(bytes, tag_at, alloc::format::chunk_tag::make(alloc::format::chunk_kind::small, size));
+    write_file(path.str(), bytes);
+    expect_corruption(path.str(), "chunk " + std::to_string(chunk));
+  }
+  std::vector<char> bytes = good;
+  store(bytes, tag_at, std::uint64_t{0});  // "never given out"
+  write_file(path.str(), bytes);
+  expect_corruption(path.str(), "chunk " + std::to_string(chunk));
+}
+
+TEST(IntegrityTest, AHeadOffsetThatIsNotTheSentinelIsReported) {
+  temp_pool_path path("head");
+  fill(path.str(), 10);
+  const std::vector<char> good = read_file(path.str());
+  const auto head = in::read_offset_word({load<std::uint64_t>(good, kRoot + W)});
+  ASSERT_TRUE(head.has_value());
+  for (std::uint64_t word : {in::offset_word({head->value + 16}).bits,
+                             in::offset_word({head->value}).bits + 4}) {
+    std::vector<char> bytes = good;
+    store(bytes, kRoot + W, word);
+    write_file(path.str(), bytes);
+    expect_corruption(path.str(), "head");
+  }
+}
+
+TEST(IntegrityTest, ReadsReportDamageAfterOpen) {
+  temp_pool_path path("reads");
+  fill(path.str(), 20);
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options{}, path.str(), &db).ok());
+  // The medium changes under the open store: one bit of key 5's value.
+  const std::vector<char> bytes = read_file(path.str());
+  const std::size_t at = node_at(bytes, 5) + 3 * W + key_of(5).size() + 2;
+  const int fd = ::open(path.str().c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const char flipped = static_cast<char>(bytes[at] ^ 0x01);
+  ASSERT_EQ(::pwrite(fd, &flipped, 1, static_cast<off_t>(at)), 1);
+  ::close(fd);
+  std::string v;
+  Status s = db->Get(key_of(5), &v);
+  EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  EXPECT_NE(s.message().find(key_of(5)), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("offset " + std::to_string(node_at(bytes, 5))), std::string::npos);
+  ASSERT_TRUE(db->Get(key_of(4), &v).ok()) << "other keys read as before";
+  EXPECT_EQ(v, value_of(4));
+  ReadOptions unchecked;
+  unchecked.verify_checksums = false;
+  ASSERT_TRUE(db->Get(key_of(5), &v, unchecked).ok()) << "verification was asked off";
+  EXPECT_NE(v, value_of(5));
+  // An iterator stops at the damaged node, with the error in status().
+  auto it = db->NewIterator();
+  int seen = 0;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) ++seen;
+  EXPECT_EQ(seen, 5);
+  EXPECT_TRUE(it->status().IsCorruption()) << it->status().ToString();
+  for (it->SeekToLast(); it->Valid(); it->Prev()) ++seen;
+  EXPECT_EQ(seen, 5 + 14);
+  EXPECT_TRUE(it->status().IsCorruption());
+  it->Seek(key_of(6));
+  EXPECT_TRUE(it->Valid() && it->status().ok()) << "a new seek clears the error";
+}
+
+}  // namespace
