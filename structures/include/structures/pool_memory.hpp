@@ -82,7 +82,7 @@ class pool_memory {
   // ---- node_memory ----
   std::byte* base() const noexcept { return pool_.base(); }
   std::uint64_t allocate(std::size_t bytes) {
-    auto block = heap_.allocate(bytes <= 64 ? std::bit_ceil(bytes) : bytes);
+    auto block = heap_.allocate(block_size(bytes));
     return block ? block->offset() : 0;
   }
   void deallocate(std::uint64_t offset, std::size_t) noexcept { heap_.free(alloc::pptr<>(offset)); }
@@ -102,7 +102,9 @@ class pool_memory {
   // Throws std::runtime_error if an offset is not a block of the pool (a corrupt image).
   auto live_marker() {
     return [this](std::uint64_t offset, std::size_t bytes) {
-      if (auto s = heap_.mark_live(alloc::pptr<>(offset), bytes); !s) throw std::runtime_error(s.error().to_string());
+      if (auto s = heap_.mark_live(alloc::pptr<>(offset), block_size(bytes)); !s) {
+        throw std::runtime_error(s.error().to_string());
+      }
     };
   }
   // Rebuilds the free space from the marks. REQUIRES: once, after recovery, before use.
@@ -115,6 +117,12 @@ class pool_memory {
   alloc::epoch_domain& domain() noexcept { return domain_; }
 
  private:
+  // What a node of `bytes` bytes asks the allocator for: small nodes a power of two, so that
+  // blocks of 48 bytes and less are aligned to their size.
+  static std::size_t block_size(std::size_t bytes) noexcept {
+    return bytes <= 64 ? std::bit_ceil(bytes) : bytes;
+  }
+
   using root_link = flit::persist<node_ref, Policy>;
 
   static alloc::pool_layout layout() {
