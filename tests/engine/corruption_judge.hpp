@@ -154,10 +154,7 @@ class trial_judge {
     const bool complete = end.ok();
     keep_candidates(
         [&](const contents& c) { return scan_mismatch(c, forward, seen, complete).empty(); },
-        [&](const contents& c) {
-          return std::string(forward ? "forward" : "backward") + " scan: " +
-                 scan_mismatch(c, forward, seen, complete);
-        });
+        [&](const contents& c) { return scan_mismatch(c, forward, seen, complete); });
     if (!end.ok()) damage_reported(end, false);
   }
 
