@@ -12,7 +12,7 @@
 // A trial (seed, index) copies one pool and damages it once, at a random place in its used
 // part: the pool header; the engine's root words; the chunk table (mostly tags of chunks in
 // use); a node of the persistent list (a quarter of the time the head sentinel or a node of
-// the interrupted write, half the time one of the node's three words); or anywhere in a chunk
+// the interrupted write, half the time the node's header words); or anywhere in a chunk
 // in use. The damage: a flipped bit; a changed byte; an 8-byte word overwritten (random bits,
 // or a plausible value: 0, all ones, the uncommitted version marker, a nearby value, the
 // offset of a node or of the word's own node); a 4 KiB page zeroed (if it was zero already:
@@ -39,6 +39,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +82,18 @@ using P = internal::default_config::policy;
 using model_config = internal::engine_config<flit::policy<flit::default_placement, pv::model_backend>,
                                              internal::build_durability>;
 constexpr std::uint64_t W = sizeof(flit::persist<internal::word63, P>);  // a persistent word
+// Where the words the test reads are (docs/engine-layout.md), from the engine's own types.
+using pnode_t = internal::pnode<P>;
+using root_t = internal::root<P>;
+constexpr std::uint64_t kNodeNext = offsetof(pnode_t, next);
+constexpr std::uint64_t kNodeVersion = offsetof(pnode_t, version);
+constexpr std::uint64_t kNodeSizes = offsetof(pnode_t, sizes);
+constexpr std::uint64_t kNodeHeader = sizeof(pnode_t);  // the key follows
+constexpr std::uint64_t kRootFormat = offsetof(root_t, format);
+constexpr std::uint64_t kRootHead = offsetof(root_t, head);
+constexpr std::uint64_t kRootCommit = offsetof(root_t, commit_version);
+constexpr std::uint64_t kRootBatch = offsetof(root_t, batch_mode);
+constexpr std::uint64_t kRootBytes = sizeof(root_t);
 constexpr std::uint64_t kWordMask = ~(std::uint64_t{1} << 63);  // without link_and_persist's flag
 constexpr std::uint64_t kOffsetMask = ~std::uint64_t{1};
 
@@ -191,17 +204,17 @@ list_walk walk_list(std::span<const std::byte> pool) {
   };
   list_walk out;
   const std::uint64_t root = format::root_offset;
-  if ((word(root) & kWordMask) != internal::kFormat) return out;
-  const std::uint64_t commit = word(root + 2 * W) & kWordMask;
-  const bool batch = (word(root + 3 * W) & kWordMask) == 1;
-  std::uint64_t off = word(root + W) & kOffsetMask;
-  for (std::size_t steps = 0; off != 0 && steps < pool.size() / (3 * W); ++steps) {
-    if (off % 8 != 0 || off + 3 * W > pool.size()) break;
-    const std::uint64_t sizes = word(off + 2 * W) & kWordMask;
-    const std::uint64_t ks = sizes & 0xffff, vs = (sizes >> 16) & 0xffffffff;
-    if (off + 3 * W + ks + vs > pool.size()) break;
-    node_info n{off, 3 * W + ks + vs, word(off + W) & kWordMask,
-                std::string(reinterpret_cast<const char*>(pool.data() + off + 3 * W), ks)};
+  if ((word(root + kRootFormat) & kWordMask) != internal::kFormat) return out;
+  const std::uint64_t commit = word(root + kRootCommit) & kWordMask;
+  const bool batch = (word(root + kRootBatch) & kWordMask) == 1;
+  std::uint64_t off = word(root + kRootHead) & kOffsetMask;
+  for (std::size_t steps = 0; off != 0 && steps < pool.size() / kNodeHeader; ++steps) {
+    if (off % 8 != 0 || off + kNodeHeader > pool.size()) break;
+    const std::uint64_t sizes = word(off + kNodeSizes) & kWordMask;
+    const std::uint64_t ks = internal::key_size_of({sizes}), vs = internal::value_size_of({sizes});
+    if (off + kNodeHeader + ks + vs > pool.size()) break;
+    node_info n{off, kNodeHeader + ks + vs, word(off + kNodeVersion) & kWordMask,
+                std::string(reinterpret_cast<const char*>(pool.data() + off + kNodeHeader), ks)};
     n.uncommitted = !out.nodes.empty() &&
                     (n.version == internal::kMaxVersion || (batch && n.version > commit));
     if (n.uncommitted) ++out.uncommitted;
@@ -510,11 +523,18 @@ place describe_offset(const pool_spec& p, std::uint64_t o) {
     return {name, name + "+" + std::to_string(o - f->at)};
   }
   if (o < format::chunk_table_offset) {
-    static constexpr const char* root_fields[] = {"format", "head", "commit_version", "batch_mode"};
+    static constexpr field root_fields[] = {{kRootFormat, "format"}, {kRootHead, "head"},
+                                            {kRootCommit, "commit_version"},
+                                            {kRootBatch, "batch_mode"}};
     const std::uint64_t r = o - format::root_offset;
-    if (r >= 4 * W) return {"root area (unused)", "root area (unused)+" + std::to_string(r)};
-    const std::string name = "root." + std::string(root_fields[r / W]);
-    return {name, name + "+" + std::to_string(r % W)};
+    if (r >= kRootBytes) return {"root area (unused)", "root area (unused)+" + std::to_string(r)};
+    for (const field& f : root_fields) {
+      if (r >= f.at && r < f.at + W) {
+        const std::string name = "root." + std::string(f.name);
+        return {name, name + "+" + std::to_string(r - f.at)};
+      }
+    }
+    return {"root (other)", "root+" + std::to_string(r)};
   }
   if (o < p.heap_offset) {
     const std::uint64_t c = (o - format::chunk_table_offset) / 8;
@@ -530,13 +550,15 @@ place describe_offset(const pool_spec& p, std::uint64_t o) {
   for (const node_info& n : p.nodes) {
     if (o < n.offset || o >= n.offset + n.size) continue;
     const std::uint64_t r = o - n.offset;
-    const std::string part = r < W       ? "next"
-                             : r < 2 * W ? "version"
-                             : r < 3 * W ? "sizes"
-                             : r < 3 * W + n.key.size() ? "key"
-                                                        : "value";
-    const std::uint64_t within = part == "key"     ? r - 3 * W
-                                 : part == "value" ? r - 3 * W - n.key.size()
+    auto in_word = [&](std::uint64_t at) { return r >= at && r < at + W; };
+    const std::string part = in_word(kNodeNext)              ? "next"
+                             : in_word(kNodeVersion)         ? "version"
+                             : in_word(kNodeSizes)           ? "sizes"
+                             : r < kNodeHeader               ? "header"
+                             : r < kNodeHeader + n.key.size() ? "key"
+                                                              : "value";
+    const std::uint64_t within = part == "key"     ? r - kNodeHeader
+                                 : part == "value" ? r - kNodeHeader - n.key.size()
                                                    : r % W;
     const std::string kind = &n == &p.nodes.front() ? "head node"
                              : n.uncommitted        ? "uncommitted node"
@@ -597,7 +619,7 @@ std::uint64_t target_in(const pool_spec& p, area where, rng& r) {
     case area::header:
       return r.percent(80) ? r.below(sizeof(format::pool_header)) : r.below(format::header_size);
     case area::root:
-      return format::root_offset + r.below(4 * W);
+      return format::root_offset + r.below(kRootBytes);
     case area::chunk_table: {
       // Mostly the tags of chunks in use (most of the table describes free chunks).
       const std::uint64_t c = r.percent(75) ? p.used_chunks[r.below(p.used_chunks.size())]
@@ -606,10 +628,10 @@ std::uint64_t target_in(const pool_spec& p, area where, rng& r) {
     }
     case area::node: {
       // A quarter of the time a node that recovery treats specially (the head sentinel, a
-      // node of the interrupted write); half the time one of the node's three words.
+      // node of the interrupted write); half the time the node's header words.
       const node_info& n = r.percent(25) ? p.special_nodes[r.below(p.special_nodes.size())]
                                          : p.nodes[r.below(p.nodes.size())];
-      return n.offset + r.below(r.percent(50) ? 3 * W : n.size);
+      return n.offset + r.below(r.percent(50) ? kNodeHeader : n.size);
     }
     case area::chunk: {
       const std::uint64_t c = p.used_chunks[r.below(p.used_chunks.size())];
