@@ -204,22 +204,32 @@ list_walk walk_list(std::span<const std::byte> pool) {
   };
   list_walk out;
   const std::uint64_t root = format::root_offset;
+  using internal::in_node;
+  using internal::in_root;
+  using internal::word_field;
   if ((word(root + kRootFormat) & kWordMask) != internal::kFormat) return out;
-  const std::uint64_t commit = word(root + kRootCommit) & kWordMask;
-  const bool batch = (word(root + kRootBatch) & kWordMask) == 1;
-  std::uint64_t off = word(root + kRootHead) & kOffsetMask;
-  for (std::size_t steps = 0; off != 0 && steps < pool.size() / kNodeHeader; ++steps) {
-    if (off % 8 != 0 || off + kNodeHeader > pool.size()) break;
+  const internal::stored_version commit = internal::read_version_word(
+      {word(root + kRootCommit) & kWordMask}, in_root(word_field::commit_version));
+  const bool batch = internal::word63{word(root + kRootBatch) & kWordMask} == internal::kBatchActive;
+  auto link = internal::read_offset_word({word(root + kRootHead) & kOffsetMask},
+                                         in_root(word_field::head));
+  for (std::size_t steps = 0; link && link->value != 0 && steps < pool.size() / kNodeHeader;
+       ++steps) {
+    const std::uint64_t off = link->value;
+    if (off + kNodeHeader > pool.size()) break;
     const std::uint64_t sizes = word(off + kNodeSizes) & kWordMask;
     const std::uint64_t ks = internal::key_size_of({sizes}), vs = internal::value_size_of({sizes});
     if (off + kNodeHeader + ks + vs > pool.size()) break;
-    node_info n{off, kNodeHeader + ks + vs, word(off + kNodeVersion) & kWordMask,
+    const internal::stored_version v = internal::read_version_word(
+        {word(off + kNodeVersion) & kWordMask}, in_node({off}, word_field::version));
+    node_info n{off, kNodeHeader + ks + vs, v.version,
                 std::string(reinterpret_cast<const char*>(pool.data() + off + kNodeHeader), ks)};
     n.uncommitted = !out.nodes.empty() &&
-                    (n.version == internal::kMaxVersion || (batch && n.version > commit));
+                    (v.kind == internal::version_kind::uncommitted ||
+                     (batch && v.version > commit.version));
     if (n.uncommitted) ++out.uncommitted;
     out.nodes.push_back(std::move(n));
-    off = word(off) & kOffsetMask;
+    link = internal::read_offset_word({word(off) & kOffsetMask}, in_node({off}, word_field::next));
   }
   return out;
 }
@@ -652,8 +662,12 @@ std::uint64_t garbage_word(const pool_spec& p, std::uint64_t word_offset, std::u
       *how = "random";
       break;
     case 2: {
-      static constexpr std::uint64_t special[] = {0, ~std::uint64_t{0}, internal::kMaxVersion,
-                                                  internal::kMaxVersion - 1, 1};
+      const std::uint64_t special[] = {
+          0, ~std::uint64_t{0}, ~std::uint64_t{0} >> 1, internal::kMaxVersion, 1,
+          // the uncommitted marker of another node
+          internal::uncommitted_word(internal::in_node({p.nodes[r.below(p.nodes.size())].offset},
+                                                       internal::word_field::version))
+              .bits};
       v = special[r.below(std::size(special))];
       *how = "special";
       break;
@@ -662,15 +676,27 @@ std::uint64_t garbage_word(const pool_spec& p, std::uint64_t word_offset, std::u
       v = old + (r.percent(50) ? 1 + r.below(16) : -(1 + r.below(16)));
       *how = "nearby";
       break;
-    case 4:
-      v = p.nodes[r.below(p.nodes.size())].offset;
-      *how = "a node's offset";
+    case 4: {
+      // A word copied from another node (a misdirected write): its successor or version.
+      const node_info& n = p.nodes[r.below(p.nodes.size())];
+      const std::uint64_t from = n.offset + (r.percent(50) ? 0 : kNodeVersion);
+      std::memcpy(&v, p.bytes.data() + from, sizeof v);
+      *how = "another node's word";
       break;
+    }
     default: {
+      // A link back to the word's own node, as a valid successor word of that node (a
+      // self-loop), or its plain offset elsewhere.
       v = p.nodes[r.below(p.nodes.size())].offset;
       *how = "its own node's offset";
       for (const node_info& n : p.nodes) {
-        if (word_offset >= n.offset && word_offset < n.offset + n.size) v = n.offset;
+        if (word_offset >= n.offset && word_offset < n.offset + n.size) {
+          v = word_offset == n.offset
+                  ? internal::offset_word({n.offset}, internal::in_node({n.offset},
+                                                                        internal::word_field::next))
+                        .bits
+                  : n.offset;
+        }
       }
       break;
     }

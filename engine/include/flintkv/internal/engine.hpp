@@ -17,7 +17,7 @@
 // Persistence (manual mode; automatic mode makes every access a p-instruction instead):
 //  (1) prepare: node body and successor written back and fenced before advertising.
 //  (2) attach (put): version and predecessor's link written back, then one fence, then
-//      visible_version; a crash between leaves at most a linked node with kUncommitted.
+//      visible_version; a crash between leaves at most a linked node with the uncommitted marker.
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode idle fenced; then visible_version.
 //  (4) Recovery validates the whole store before it writes (recovery.hpp), then rebuilds the
@@ -280,7 +280,7 @@ class engine final : public DB {
     if (found.format != kFormat) {
       // A new pool (or one whose initialisation was interrupted: start it again).
       if (Status s = initialise(root_ref()); !s.ok()) return s;
-      make_index(*read_offset_word(io::get(root_ref().head)));
+      make_index(*read_offset_word(io::get(root_ref().head), in_root(word_field::head)));
     }
     index_->finish_build();
     visible_version_.store(found.newest_version, std::memory_order_release);
@@ -308,12 +308,12 @@ class engine final : public DB {
     node_offset head{0};
     if (Status s = storage_->allocate(node::size_for(0, 0), &head); !s.ok()) return s;
     node* h = at(head);
-    io::put(h->next, offset_word(node_offset{0}));
-    io::put(h->version, version_word(0));
-    io::put(h->sizes, sizes_word({}, {}, 0));
+    io::put(h->next, offset_word(node_offset{0}, in_node(head, word_field::next)));
+    io::put(h->version, version_word(0, in_node(head, word_field::version)));
+    io::put(h->sizes, sizes_word(head, {}, {}, 0));
     io::flush(h, node::size_for(0, 0));
-    io::put(r.head, offset_word(head));
-    io::put(r.commit_version, version_word(0));
+    io::put(r.head, offset_word(head, in_root(word_field::head)));
+    io::put(r.commit_version, version_word(0, in_root(word_field::commit_version)));
     io::put(r.batch_mode, kBatchIdle);
     io::flush(&r, sizeof(root_t));
     io::fence();
@@ -433,15 +433,15 @@ class engine final : public DB {
   // Allocates and fills the persistent node (first call) and points it at the located
   // successor. The caller fences before advertising it.
   Status prepare(update& u) {
-    const stored_offset succ =
-        offset_word(node_offset{u.succs[0] != nullptr ? u.succs[0]->pnode : 0});
+    const node_offset succ{u.succs[0] != nullptr ? u.succs[0]->pnode : 0};
     if (u.persistent == nullptr) {
       const std::size_t size = node::size_for(u.key.size(), u.value.size());
       if (Status s = storage_->allocate(size, &u.offset); !s.ok()) return s;
       node* n = at(u.offset);
-      io::put(n->next, succ);
-      io::put(n->version, word63{kUncommitted});
-      io::put(n->sizes, sizes_word(u.key, u.value, u.tombstone ? std::uint64_t{kTombstone} : 0));
+      io::put(n->next, offset_word(succ, in_node(u.offset, word_field::next)));
+      io::put(n->version, uncommitted_word(in_node(u.offset, word_field::version)));
+      io::put(n->sizes, sizes_word(u.offset, u.key, u.value,
+                                   u.tombstone ? std::uint64_t{kTombstone} : 0));
       io::put_bytes(n->body(), u.key.data(), u.key.size());
       io::put_bytes(n->body() + u.key.size(), u.value.data(), u.value.size());
       io::flush(n, size);
@@ -454,7 +454,7 @@ class engine final : public DB {
         throw;
       }
     } else {
-      io::put(u.persistent->next, succ);
+      io::put(u.persistent->next, offset_word(succ, in_node(u.offset, word_field::next)));
       io::flush(u.persistent->next);
     }
     u.index_node->next(0).store(u.succs[0], std::memory_order_relaxed);
@@ -579,7 +579,7 @@ class engine final : public DB {
   bool attach_batch(std::vector<update>& updates) {
     root_t& r = root_ref();
     const std::uint64_t commit = next_version_;
-    io::put(r.commit_version, version_word(commit));
+    io::put(r.commit_version, version_word(commit, in_root(word_field::commit_version)));
     io::put(r.batch_mode, kBatchActive);
     io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
     io::fence();
@@ -610,11 +610,12 @@ class engine final : public DB {
     if (pred->load_next(0) != succ) return false;
     inode* n = u.index_node;
     n->version = version;
-    io::put(u.persistent->version, version_word(version));
+    io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     io::flush(u.persistent->version);
     skiplist::link_leaf(pred, n);
     node* pred_node = at(node_offset{pred->pnode});
-    io::put(pred_node->next, offset_word(u.offset));
+    io::put(pred_node->next,
+            offset_word(u.offset, in_node(node_offset{pred->pnode}, word_field::next)));
     io::flush(pred_node->next);
     versions_.fetch_add(1, std::memory_order_relaxed);
     bool had_live = succ != nullptr && same_key(succ->key(), u.key) && !succ->tombstone;
@@ -645,7 +646,8 @@ class engine final : public DB {
     const std::string_view key(p->body(), n->key_size);
     if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == n->value_size &&
         ((flags_of(sizes) & kTombstone) != 0) == n->tombstone &&
-        node_check_of(sizes) == node_checksum(sizes.bits, key, value_of(n))) {
+        node_check_of(sizes) ==
+            node_checksum(node_offset{n->pnode}, sizes.bits, key, value_of(n))) {
       return Status::OK();
     }
     return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(n->pnode) +

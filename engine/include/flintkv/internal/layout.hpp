@@ -12,8 +12,8 @@
 //      descending; every node's successor offset is durable before any link to the node.
 //  (2) A node's key, value, size word (with its checksum) and successor are durable before
 //      the node is linked.
-//  (3) A node's version is kUncommitted until the combiner assigns it; a linked node whose
-//      version is still kUncommitted belongs to a write that did not complete.
+//  (3) A node's version is the uncommitted marker until the combiner assigns it; a linked node
+//      whose version is still the marker belongs to a write that did not complete.
 //  (4) While batch_mode is kBatchActive, nodes with a version above commit_version belong to
 //      a batch that did not complete.
 #pragma once
@@ -68,59 +68,83 @@ namespace flintkv::internal {
 // Every word the engine keeps in the pool checks itself, so that damage is reported instead
 // of read as another value. A word holds a 48-bit payload (bits 0-47) and a 15-bit check of
 // it (bits 48-62; bit 63 stays the link_and_persist flag). The check is the low 15 bits of
-// a CRC-32C of the payload, offset by a constant so that an all-zero word is not valid.
-// Any single flipped bit is detected (proved below, at compile time), and a word overwritten
-// with garbage passes with probability 2^-15 (and must then pass the walk's other checks).
+// a CRC-32C of the word's place (which node or the root, and which of its words) and of the
+// payload, offset by a constant so that an all-zero word is not valid. Any single flipped
+// bit is detected (proved below, at compile time); a word written to, or copied into, the
+// wrong place is detected like garbage: it passes with probability 2^-15 (and must then
+// pass the walk's other checks).
 
 inline constexpr unsigned kCheckShift = 48;
 inline constexpr std::uint64_t kPayloadMask = (std::uint64_t{1} << kCheckShift) - 1;
 inline constexpr std::uint64_t kCheckMask = (std::uint64_t{1} << 15) - 1;
 
-constexpr std::uint64_t word_check(std::uint64_t payload) {
-  return (crc32c_word(0x464c4e54u, payload) & kCheckMask) ^ 0x2a5b;
+// Which word of its holder a word is. Stored in the pool (in checks): do not renumber.
+enum class word_field : std::uint64_t { next = 1, version = 2, head = 3, commit_version = 4,
+                                        batch_mode = 5 };
+// Where a word lives: the offset of the node that holds it, or kRootHolder for the root's.
+struct word_place {
+  std::uint64_t holder;
+  word_field field;
+};
+inline constexpr std::uint64_t kRootHolder = 4096;  // the pool's root area (pool_format.hpp)
+constexpr word_place in_node(node_offset n, word_field f) { return {n.value, f}; }
+constexpr word_place in_root(word_field f) { return {kRootHolder, f}; }
+
+constexpr std::uint64_t word_check(std::uint64_t payload, word_place at) {
+  const std::uint32_t seed =
+      crc32c_word(0x464c4e54u, at.holder ^ (static_cast<std::uint64_t>(at.field) << 56));
+  return (crc32c_word(seed, payload) & kCheckMask) ^ 0x2a5b;
 }
-constexpr std::uint64_t checked_word(std::uint64_t payload) {
-  return payload | (word_check(payload) << kCheckShift);
+constexpr std::uint64_t checked_word(std::uint64_t payload, word_place at) {
+  return payload | (word_check(payload, at) << kCheckShift);
 }
-// The payload of a self-checking word, or nullopt if the word is damaged.
-constexpr std::optional<std::uint64_t> checked_payload(std::uint64_t bits) {
+// The payload of a self-checking word found at `at`, or nullopt if the word is damaged.
+constexpr std::optional<std::uint64_t> checked_payload(std::uint64_t bits, word_place at) {
   const std::uint64_t payload = bits & kPayloadMask;
-  if ((bits >> kCheckShift) != word_check(payload)) return std::nullopt;
+  if ((bits >> kCheckShift) != word_check(payload, at)) return std::nullopt;
   return payload;
 }
 
 // ---- versions ----------------------------------------------------------------------------
 
-// Committed versions are 0 .. kMaxVersion; a node's version word holds checked_word(v), or
-// kUncommitted until the combiner assigns its version. kUncommitted has the payload
-// 2^48 - 1, which no committed version has, and a check pattern that is no fill pattern
-// (an all-ones or all-zeros word is damage, not a marker).
+// Committed versions are 0 .. kMaxVersion; a node's version word holds a checked version,
+// or the uncommitted marker until the combiner assigns its version. The marker has the
+// payload 2^48 - 1, which no committed version has, and the check of its place XOR 0x5a5a:
+// no fill pattern (all ones, all zeros) and no other node's marker is one.
 inline constexpr std::uint64_t kMaxVersion = kPayloadMask - 1;
-inline constexpr std::uint64_t kUncommitted = kPayloadMask | (std::uint64_t{0x5a5a} << kCheckShift);
 
 enum class version_kind : std::uint8_t { committed, uncommitted, damaged };
 struct stored_version {
   version_kind kind;
   std::uint64_t version;  // committed only
 };
-constexpr word63 version_word(std::uint64_t version) { return {checked_word(version)}; }
-constexpr stored_version read_version_word(word63 w) {
-  if (w.bits == kUncommitted) return {version_kind::uncommitted, 0};
-  const auto v = checked_payload(w.bits);
+constexpr word63 version_word(std::uint64_t version, word_place at) {
+  return {checked_word(version, at)};
+}
+constexpr word63 uncommitted_word(word_place at) {
+  return {kPayloadMask | ((word_check(kPayloadMask, at) ^ 0x5a5a) << kCheckShift)};
+}
+constexpr stored_version read_version_word(word63 w, word_place at) {
+  if (w == uncommitted_word(at)) return {version_kind::uncommitted, 0};
+  const auto v = checked_payload(w.bits, at);
   if (!v || *v > kMaxVersion) return {version_kind::damaged, 0};
   return {version_kind::committed, *v};
 }
 
 // ---- offsets -----------------------------------------------------------------------------
 
-// A node offset as stored: checked_word(offset). Offsets are multiples of 16 (the heap's
-// block alignment) below 2^48; 0 is null.
+// A node offset as stored: the checked word of (offset | 2). Offsets are multiples of 16
+// (the heap's block alignment) below 2^48; 0 is null.
 inline constexpr std::uint64_t kNodeAlignment = 16;
-constexpr stored_offset offset_word(node_offset off) { return {checked_word(off.value)}; }
-constexpr std::optional<node_offset> read_offset_word(stored_offset w) {
-  const auto v = checked_payload(w.bits);
-  if (!v || *v % kNodeAlignment != 0) return std::nullopt;
-  return node_offset{*v};
+// Bit 1 of the payload is always set, so that no zeroed word is an offset (not even null).
+inline constexpr std::uint64_t kOffsetPresent = 2;
+constexpr stored_offset offset_word(node_offset off, word_place at) {
+  return {checked_word(off.value | kOffsetPresent, at)};
+}
+constexpr std::optional<node_offset> read_offset_word(stored_offset w, word_place at) {
+  const auto v = checked_payload(w.bits, at);
+  if (!v || *v % kNodeAlignment != kOffsetPresent) return std::nullopt;
+  return node_offset{*v - kOffsetPresent};
 }
 
 // ---- the node's size word ----------------------------------------------------------------
@@ -149,24 +173,26 @@ constexpr std::size_t value_size_of(word63 w) { return (w.bits >> kValueSizeShif
 constexpr std::uint64_t flags_of(word63 w) { return (w.bits >> kFlagsShift) & 0x3; }
 constexpr std::uint64_t node_check_of(word63 w) { return w.bits >> kNodeCheckShift; }
 
-// The checksum of a node's immutable content: its sizes (bits 0-35 of the size word), then
-// its key and value bytes (which follow each other in the node).
-inline std::uint64_t node_checksum(std::uint64_t sizes, std::string_view key,
+// The checksum of a node's immutable content: its place (the node's offset), its sizes
+// (bits 0-35 of the size word), then its key and value bytes (which follow each other in
+// the node). A node copied to another place does not pass.
+inline std::uint64_t node_checksum(node_offset at, std::uint64_t sizes, std::string_view key,
                                    std::string_view value) {
-  std::uint32_t c = crc32c_word(0xffffffffu, sizes & kSizesMask);
+  std::uint32_t c = crc32c_word(crc32c_word(0xffffffffu, at.value), sizes & kSizesMask);
   c = crc32c(c, key.data(), key.size());
   return crc32c(c, value.data(), value.size()) & kNodeCheckMask;
 }
-// The size word of a node holding `key` and `value`.
-inline word63 sizes_word(std::string_view key, std::string_view value, std::uint64_t flags) {
+// The size word of the node at `at` holding `key` and `value`.
+inline word63 sizes_word(node_offset at, std::string_view key, std::string_view value,
+                         std::uint64_t flags) {
   const std::uint64_t sizes = pack_sizes(key.size(), value.size(), flags);
-  return {sizes | (node_checksum(sizes, key, value) << kNodeCheckShift)};
+  return {sizes | (node_checksum(at, sizes, key, value) << kNodeCheckShift)};
 }
 
 template <class Policy>
 struct pnode {
   flit::persist<stored_offset, Policy> next;  // offset_word(successor in the list)
-  flit::persist<word63, Policy> version;      // kUncommitted until attached
+  flit::persist<word63, Policy> version;      // uncommitted_word until attached
   flit::persist<word63, Policy> sizes;        // sizes_word(key, value, flags, body)
   // Followed by the key bytes, then the value bytes.
 
@@ -196,33 +222,43 @@ inline constexpr std::uint64_t kFormatInitialising = 0x494e4954464b56;  // "VKFT
 inline constexpr std::uint64_t kFormat = 0x3256544e494c46;  // "FLINTV2": this layout
 inline constexpr std::uint64_t kFormatVersion = 2;          // what messages call it
 // The batch_mode word.
-inline constexpr word63 kBatchIdle = version_word(0);
-inline constexpr word63 kBatchActive = version_word(1);
+inline constexpr word63 kBatchIdle = version_word(0, in_root(word_field::batch_mode));
+inline constexpr word63 kBatchActive = version_word(1, in_root(word_field::batch_mode));
 
 // ---- what the encodings promise, proved here -----------------------------------------------
 
 namespace layout_proofs {
+// The check is affine in the payload for a fixed place: check(p ^ e) = check(p) ^ L(e). So
+// what holds for one place and one payload holds for all of them.
+inline constexpr word_place kSomePlace{4096 + 64, word_field::version};
 // Every single-bit error in a 48-bit payload changes its check.
 constexpr bool checks_catch_single_bits() {
   for (int b = 0; b < 48; ++b) {
-    if (word_check(0) == word_check(std::uint64_t{1} << b)) return false;
+    if (word_check(0, kSomePlace) == word_check(std::uint64_t{1} << b, kSomePlace)) return false;
   }
   return true;
 }
-// No valid version word is one bit away from the uncommitted marker: the marker's payload
-// with one bit cleared, and the marker's check bits with one cleared, never pass.
+// No valid version word is one bit away from the uncommitted marker.
 constexpr bool marker_is_isolated() {
+  const word63 marker = uncommitted_word(kSomePlace);
   for (int b = 0; b < 63; ++b) {
-    if (read_version_word({kUncommitted ^ (std::uint64_t{1} << b)}).kind != version_kind::damaged)
+    if (read_version_word({marker.bits ^ (std::uint64_t{1} << b)}, kSomePlace).kind !=
+        version_kind::damaged) {
       return false;
+    }
   }
-  return read_version_word({kUncommitted}).kind == version_kind::uncommitted &&
-         read_version_word({(std::uint64_t{1} << 63) - 1}).kind == version_kind::damaged;
+  return read_version_word(marker, kSomePlace).kind == version_kind::uncommitted &&
+         read_version_word({(std::uint64_t{1} << 63) - 1}, kSomePlace).kind ==
+             version_kind::damaged;
 }
 constexpr int distance(std::uint64_t a, std::uint64_t b) { return std::popcount(a ^ b); }
 static_assert(checks_catch_single_bits());
 static_assert(marker_is_isolated());
-static_assert(!checked_payload(0).has_value(), "a zeroed word must not be valid");
+static_assert(!read_offset_word({0}, kSomePlace).has_value(), "a zeroed offset is damage");
+// The root's words are at fixed places: none of them is valid when zeroed.
+static_assert(!checked_payload(0, in_root(word_field::head)).has_value());
+static_assert(!checked_payload(0, in_root(word_field::commit_version)).has_value());
+static_assert(!checked_payload(0, in_root(word_field::batch_mode)).has_value());
 static_assert(distance(kFormat, kFormatBlank) > 1 && distance(kFormat, kFormatInitialising) > 1 &&
               distance(kFormatInitialising, kFormatBlank) > 1 && distance(kFormat, 1) > 1);
 static_assert(distance(kBatchIdle.bits, kBatchActive.bits) > 1);

@@ -123,7 +123,8 @@ class recovery {
       if (w->needs_reset()) repairs->reset_root = true;
     }
     if (r.head.needs_reset()) repairs->reset_root = true;
-    const stored_version commit = read_version_word(read(r.commit_version));
+    const stored_version commit =
+        read_version_word(read(r.commit_version), in_root(word_field::commit_version));
     if (commit.kind != version_kind::committed) {
       return bad("the root's commit_version", root_at(&r.commit_version), "damaged word");
     }
@@ -134,7 +135,7 @@ class recovery {
     }
     out->batch_in_progress = batch == kBatchActive;
     out->newest_version = commit.version;
-    const auto head = read_offset_word(read(r.head));
+    const auto head = read_offset_word(read(r.head), in_root(word_field::head));
     if (!head || !s.contains(*head, node::size_for(0, 0))) {
       return bad("the root's head offset", root_at(&r.head), "damaged or outside the heap");
     }
@@ -142,8 +143,8 @@ class recovery {
 
     // The head sentinel: a node with no key, version 0.
     const node* h = static_cast<const node*>(s.pointer(*head));
-    if (read(h->sizes) != sizes_word({}, {}, 0) ||
-        read(h->version) != version_word(0)) {
+    if (read(h->sizes) != sizes_word(*head, {}, {}, 0) ||
+        read(h->version) != version_word(0, in_node(*head, word_field::version))) {
       return bad("the head node", head->value, "damaged size or version word");
     }
     if (needs_reset(*h)) repairs->reset.push_back(*head);
@@ -158,7 +159,8 @@ class recovery {
     std::string_view prev_key;     // of the previous node, kept or not
     std::uint64_t prev_rank = 0;   // its version; an uncommitted marker ranks above all
     std::string_view kept_key;     // of the last node kept
-    std::optional<node_offset> off = read_offset_word(read(h->next));
+    std::optional<node_offset> off =
+        read_offset_word(read(h->next), in_node(*head, word_field::next));
     if (!off) return bad("the head node", head->value, "damaged successor offset");
     while (off->value != 0) {
       const std::string after =
@@ -179,14 +181,16 @@ class recovery {
         return bad("node", off->value, after + ": damaged size word " + std::to_string(sizes.bits));
       }
       const std::string_view key(n->body(), ks);
-      if (node_check_of(sizes) != node_checksum(sizes.bits, key, {n->body() + ks, vs})) {
+      if (node_check_of(sizes) != node_checksum(*off, sizes.bits, key, {n->body() + ks, vs})) {
         return bad("node", off->value, after + ": checksum mismatch (its key or value is damaged)");
       }
-      const stored_version version = read_version_word(read(n->version));
+      const stored_version version =
+          read_version_word(read(n->version), in_node(*off, word_field::version));
       if (version.kind == version_kind::damaged) {
         return bad("node", off->value, "key '" + printable(key) + "': damaged version word");
       }
-      const std::optional<node_offset> next = read_offset_word(read(n->next));
+      const std::optional<node_offset> next =
+          read_offset_word(read(n->next), in_node(*off, word_field::next));
       if (!next) {
         return bad("node", off->value, "key '" + printable(key) + "': damaged successor offset");
       }
@@ -255,11 +259,11 @@ class recovery {
       n->sizes.reset_metadata();
     }
     for (node_offset off : repairs.dead) {
-      io::put(at(off)->version, word63{kUncommitted});
+      io::put(at(off)->version, uncommitted_word(in_node(off, word_field::version)));
       io::flush(at(off)->version);
     }
     for (auto [pred, succ] : repairs.link_around) {
-      io::put(at(pred)->next, offset_word(succ));
+      io::put(at(pred)->next, offset_word(succ, in_node(pred, word_field::next)));
       io::flush(at(pred)->next);
     }
     if (!repairs.dead.empty() || !repairs.link_around.empty()) io::fence();

@@ -36,6 +36,8 @@ inline Status to_status(const alloc::error& e) {
   return Status::IOError(e.message());
 }
 
+static_assert(kRootHolder == alloc::format::root_offset);
+
 // The layout name in the pool header: a pool made for something else is refused.
 inline constexpr const char* kLayoutName = "flintkv";
 
