@@ -495,20 +495,21 @@ class salvage {
     for (const RepairReport::Dropped& d : report_.dropped) {
       if (d.key.empty()) continue;
       auto it = newest_.find(d.key);
-      std::string what = "its node at offset " + std::to_string(d.offset) +
-                         (d.key_verified ? "" : " (if that is its key)") + " was dropped (" +
-                         d.reason + ")";
+      const std::string what =
+          (d.key_verified ? "a node of this key" : "a damaged node that names this key") +
+          std::string(" at offset ") + std::to_string(d.offset) + " was dropped: " + d.reason;
       if (it == newest_.end()) {
         if (!d.key_verified) continue;  // the key may be wrong: the dropped list shows it
-        report_.doubtful.push_back({d.key, what + "; no other version was found: the key is "
-                                              "absent from the new pool"});
-      } else {
-        report_.doubtful.push_back(
-            {d.key, what + "; version " + std::to_string(it->second.version) + " (offset " +
-                        std::to_string(it->second.offset) + ")" +
-                        (it->second.tombstone ? ", a delete, was kept: the key is absent"
-                                              : " was kept")});
+        report_.doubtful.push_back({d.key, what + "; no other version was found, so the key "
+                                                  "is absent"});
+        continue;
       }
+      const std::string kept = "version " + std::to_string(it->second.version) + " (offset " +
+                               std::to_string(it->second.offset) + ")";
+      report_.doubtful.push_back(
+          {d.key, what + "; it may have held a newer version than " + kept +
+                      (it->second.tombstone ? ", a delete, so the key is absent"
+                                            : ", which was kept")});
     }
     std::vector<salvaged> live;
     for (const auto& [key, v] : newest_) {
