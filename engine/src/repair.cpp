@@ -174,8 +174,8 @@ Status read_damaged(const std::string& path, image_bytes* bytes, internal::pool_
   return Status::OK();
 }
 
-// The new pool's directory exists and is a directory. (Whether it is writable, creating
-// the pool says.)
+// The new pool does not exist, and its directory does and is writable (as far as access()
+// can tell: creating the pool has the last word).
 Status check_target(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -188,6 +188,10 @@ Status check_target(const std::string& path) {
   if (!fs::is_directory(dir, ec)) {
     return Status::IOError("cannot create the new pool " + path + ": its directory " +
                            dir.string() + " does not exist");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return Status::IOError("cannot create the new pool " + path + ": its directory " +
+                           dir.string() + " is not writable: " + errno_text(errno));
   }
   return Status::OK();
 }

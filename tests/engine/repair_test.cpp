@@ -389,7 +389,7 @@ TEST_F(RepairTest, RandomDamageNeverGivesAWrongValue) {
   std::size_t used = good.size();
   while (used > heap && good[used - 1] == 0) --used;
   std::mt19937_64 rng(20261123);
-  for (int trial = 0; trial < 40; ++trial) {
+  for (int trial = 0; trial < 24; ++trial) {
     std::vector<char> bytes = good;
     const std::size_t at = (trial % 4 == 0) ? kRoot + rng() % (4 * W)
                                             : heap + rng() % (used - heap - 8);
@@ -448,6 +448,20 @@ TEST_F(RepairTest, ATargetInAMissingOrUnwritableDirectoryIsAClearError) {
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("/proc/flintkv-new.pool"), std::string::npos) << s.ToString();
   EXPECT_FALSE(std::filesystem::exists("/proc/flintkv-new.pool"));
+}
+
+TEST_F(RepairTest, ATargetInADirectoryWithoutWritePermissionIsAClearError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write into any directory";
+  make_store(damaged_.str());
+  const std::string dir = "/dev/shm/flintkv-read-only-" + std::to_string(::getpid());
+  std::filesystem::create_directory(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_read |
+                                        std::filesystem::perms::owner_exec);
+  RepairReport r;
+  Status s = DB::Repair(damaged_.str(), dir + "/new.pool", Options{}, &r);
+  EXPECT_TRUE(s.IsIOError()) << s.ToString();
+  EXPECT_NE(s.message().find("not writable"), std::string::npos) << s.ToString();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(RepairTest, WhatIsNotAPoolIsRefused) {
