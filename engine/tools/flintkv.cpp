@@ -277,7 +277,9 @@ int run_repair(arguments& args) {
     print_fields(fields);
     for (const RepairReport::Dropped& d : r.dropped) {
       std::string key;
-      if (!d.key.empty()) key = ", key " + printable(d.key) + (d.key_verified ? "" : " (unverified)");
+      if (!d.key.empty()) {
+        key = ", key " + printable(d.key) + (d.key_verified ? "" : " (unverified)");
+      }
       std::printf("dropped: node at offset %llu%s: %s\n",
                   static_cast<unsigned long long>(d.offset), key.c_str(), d.reason.c_str());
     }

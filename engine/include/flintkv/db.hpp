@@ -112,8 +112,8 @@ class DB {
   // the pool at `damaged` (each key's newest such version; a key whose newest version is a
   // delete is left out) into a new pool created at `new_pool`, and says in `report` (may be
   // null) what it kept, what it dropped and why. The damaged file is only read, never
-  // changed, and works when its header, root, list or chunk tags are damaged (see
-  // docs/engine-guide.md, "After a Corruption"). The new pool has options.pool_size bytes,
+  // changed; its header, root, list and chunk tags may all be damaged (what is salvaged
+  // then: docs/engine-guide.md, "After a Corruption"). The new pool has options.pool_size bytes,
   // or, when options.pool_size is 0 (what `flintkv repair` passes), the damaged file's
   // size; the other options are ignored. Returns:
   //   OK               the new pool was created, holds every salvaged key, passed Check.
