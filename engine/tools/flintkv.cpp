@@ -1,5 +1,6 @@
 // flintkv: the command-line tool of the FlintKV engine. Reads and writes a pool, validates
-// one, prints its statistics, and runs db_bench-style benchmarks (bench.hpp).
+// one, salvages a damaged one into a new pool, prints its statistics, and runs db_bench-style
+// benchmarks (bench.hpp).
 //
 // Exit status: 0 on success; 1 when the engine reports a problem (its Status is printed,
 // after the command and the pool's path); 2 on bad arguments (the usage is printed).
@@ -28,12 +29,15 @@ constexpr std::string_view kUsage =
     "  stats <pool>               open (and recover) the pool and print its statistics\n"
     "  check <pool>               validate the pool without changing it; exit status 1 on\n"
     "                             any problem\n"
+    "  repair <pool> <new-pool>   copy every intact, committed key of a damaged pool into a\n"
+    "                             new pool (never changing the damaged one); print what was\n"
+    "                             kept and what was dropped\n"
     "  bench [flags]              db_bench-style benchmarks (flintkv bench --help)\n"
     "  help                       this text\n"
     "Options:\n"
     "  --create             create the pool if it is missing (put always does)\n"
     "  --pool_size=BYTES    size of a pool created by this command (suffix K, M, G;\n"
-    "                       default 1G)\n"
+    "                       default 1G; for repair, the damaged file's size)\n"
     "  --reverse            scan: descending key order\n"
     "  --                   end of options: later words are keys or values even if they\n"
     "                       start with --\n";
@@ -213,6 +217,81 @@ int run_check(arguments& args) {
   return s.ok() ? 0 : report({"check", path, s});
 }
 
+// A key as the report shows it: printable ASCII as is, other bytes as \xNN.
+std::string printable(std::string_view key) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out.push_back(ch);
+    } else {
+      out += "\\x";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out + "'";
+}
+
+// The report is printed whenever the damaged file could be read, also when writing the new
+// pool failed; the exit status is 0 only when the new pool was made.
+int run_repair(arguments& args) {
+  std::uint64_t pool_size = 0;  // the damaged file's size
+  if (auto size = args.bytes("pool_size", kMinPoolSize, ~std::uint64_t{0})) pool_size = *size;
+  args.reject_unused("repair");
+  expect_arguments(args, "repair", 2, 2);
+  const std::string& damaged = args.positional()[0];
+  const std::string& target = args.positional()[1];
+  Options options;
+  options.pool_size = pool_size;
+  RepairReport r;
+  Status s = DB::Repair(damaged, target, options, &r);
+  if (r.damaged_size != 0) {
+    using std::to_string;
+    auto intact = [](bool b) { return std::string(b ? "intact" : "damaged"); };
+    std::vector<field> fields = {
+        {"damaged pool", damaged + " (" + to_string(r.damaged_size) + " bytes)"},
+        {"new pool", s.ok() ? target + " (" + to_string(r.new_pool_size) + " bytes)"
+                            : "not made"},
+        {"header", intact(r.header_intact)},
+        {"root", intact(r.root_intact)},
+        {"list", r.list_intact ? "intact" : "broken " + r.list_break}};
+    if (!r.list_intact) {
+      fields.push_back({"list covers keys to",
+                        r.list_covered_to.empty() ? "none" : printable(r.list_covered_to)});
+    }
+    fields.insert(fields.end(),
+                  {{"versions_examined", to_string(r.versions_examined)},
+                   {"versions_from_scan", to_string(r.versions_from_scan)},
+                   {"uncommitted", to_string(r.uncommitted)},
+                   {"chunks_scanned", to_string(r.chunks_scanned) + " (" +
+                                          to_string(r.chunks_scanned_fully) +
+                                          " at every 16-byte offset)"},
+                   {"keys_salvaged", to_string(r.keys_salvaged)},
+                   {"keys_from_scan", to_string(r.keys_from_scan)},
+                   {"keys_deleted", to_string(r.keys_deleted)},
+                   {"dropped", to_string(r.dropped.size())},
+                   {"doubtful", to_string(r.doubtful.size())},
+                   {"status", s.ToString()}});
+    print_fields(fields);
+    for (const RepairReport::Dropped& d : r.dropped) {
+      std::string key;
+      if (!d.key.empty()) {
+        key = ", key " + printable(d.key) + (d.key_verified ? "" : " (unverified)");
+      }
+      std::printf("dropped: node at offset %llu%s: %s\n",
+                  static_cast<unsigned long long>(d.offset), key.c_str(), d.reason.c_str());
+    }
+    for (const RepairReport::Doubtful& d : r.doubtful) {
+      std::printf("doubtful: key %s: %s\n", printable(d.key).c_str(), d.reason.c_str());
+    }
+    for (const std::string& note : r.notes) std::printf("note: %s\n", note.c_str());
+    std::fflush(stdout);
+  }
+  return s.ok() ? 0 : report({"repair", damaged, s});
+}
+
 int run_bench_command(arguments& args) {
   if (args.flag("help")) {
     std::fputs(bench_usage().c_str(), stdout);
@@ -244,6 +323,7 @@ int run(int argc, const char* const* argv) {
   if (command == "scan") return run_scan(args);
   if (command == "stats") return run_stats(args);
   if (command == "check") return run_check(args);
+  if (command == "repair") return run_repair(args);
   if (command == "bench") return run_bench_command(args);
   throw usage_error("unknown command '" + std::string(command) + "'");
 }

@@ -3,12 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "flintkv/internal/open.hpp"
 
@@ -70,5 +73,62 @@ std::unique_ptr<DB> open_in(const region& r, Options options = {}) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   return db;
 }
+
+// Pools made by the default build and edited by hand, the way a defect or a bad medium
+// would (integrity and repair tests). Offsets are the engine's layout (layout.hpp).
+namespace pool_edit {
+
+namespace in = flintkv::internal;
+using policy = in::default_config::policy;
+constexpr std::size_t W = sizeof(flit::persist<in::word63, policy>);  // a persistent word
+constexpr std::size_t kRoot = alloc::format::root_offset;
+
+inline Options creating() {
+  Options o;
+  o.create_if_missing = true;
+  o.pool_size = kMinPoolSize;
+  return o;
+}
+
+inline std::string key_of(int i) { return "key" + std::to_string(1000 + i); }
+inline std::string value_of(int i) {
+  return "value-" + std::to_string(i) + "-of-thirty-bytes....";
+}
+
+// A pool file with keys 0 .. n-1, each with its value_of, written by the default build.
+inline void fill(const std::string& path, int n) {
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(creating(), path, &db).ok());
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(db->Put(key_of(i), value_of(i)).ok());
+}
+
+template <class T>
+T load(const std::vector<char>& bytes, std::size_t at) {
+  T v;
+  std::memcpy(&v, bytes.data() + at, sizeof v);
+  return v;
+}
+template <class T>
+void store(std::vector<char>& bytes, std::size_t at, T v) {
+  std::memcpy(bytes.data() + at, &v, sizeof v);
+}
+
+// The offset of the (first) node holding `key` and `value`.
+inline std::size_t node_with(const std::vector<char>& bytes, std::string_view key,
+                             std::string_view value) {
+  const std::string needle = std::string(key) + std::string(value);
+  auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+  EXPECT_NE(at, bytes.end());
+  return static_cast<std::size_t>(at - bytes.begin()) - 3 * W;
+}
+// The offset of the node holding key_of(i) and value_of(i).
+inline std::size_t node_at(const std::vector<char>& bytes, int i) {
+  return node_with(bytes, key_of(i), value_of(i));
+}
+inline std::size_t next_word(std::size_t node) { return node; }
+inline std::size_t version_word_at(std::size_t node) { return node + W; }
+inline std::size_t sizes_word_at(std::size_t node) { return node + 2 * W; }
+
+}  // namespace pool_edit
 
 }  // namespace flintkv_test

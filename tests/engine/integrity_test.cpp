@@ -20,13 +20,11 @@
 namespace {
 
 using namespace flintkv_test;
+using namespace flintkv_test::pool_edit;
 using test_support::read_file;
 using test_support::write_file;
 namespace in = flintkv::internal;
 
-using policy = in::default_config::policy;
-constexpr std::size_t W = sizeof(flit::persist<in::word63, policy>);  // a persistent word
-constexpr std::size_t kRoot = alloc::format::root_offset;
 
 // ---- the checksum itself ----------------------------------------------------------------
 
@@ -110,45 +108,6 @@ TEST(ChecksumTest, SelfCheckingWordsRefuseEverySingleBitFlipAndTheWrongPlace) {
 }
 
 // ---- pools edited by hand ------------------------------------------------------------------
-
-Options creating() {
-  Options o;
-  o.create_if_missing = true;
-  o.pool_size = kMinPoolSize;
-  return o;
-}
-
-std::string key_of(int i) { return "key" + std::to_string(1000 + i); }
-std::string value_of(int i) { return "value-" + std::to_string(i) + "-of-thirty-bytes...."; }
-
-// A pool file with keys 0 .. n-1, each with its value_of, written by the default build.
-void fill(const std::string& path, int n) {
-  std::unique_ptr<DB> db;
-  ASSERT_TRUE(DB::Open(creating(), path, &db).ok());
-  for (int i = 0; i < n; ++i) ASSERT_TRUE(db->Put(key_of(i), value_of(i)).ok());
-}
-
-template <class T>
-T load(const std::vector<char>& bytes, std::size_t at) {
-  T v;
-  std::memcpy(&v, bytes.data() + at, sizeof v);
-  return v;
-}
-template <class T>
-void store(std::vector<char>& bytes, std::size_t at, T v) {
-  std::memcpy(bytes.data() + at, &v, sizeof v);
-}
-
-// The offset of the node holding key_of(i) and value_of(i).
-std::size_t node_at(const std::vector<char>& bytes, int i) {
-  const std::string needle = key_of(i) + value_of(i);
-  auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
-  EXPECT_NE(at, bytes.end());
-  return static_cast<std::size_t>(at - bytes.begin()) - 3 * W;
-}
-std::size_t next_word(std::size_t node) { return node; }
-std::size_t version_word_at(std::size_t node) { return node + W; }
-std::size_t sizes_word_at(std::size_t node) { return node + 2 * W; }
 
 // Runs fn in a child process that must exit within `seconds`: a hang is a failure, not a
 // test that never ends. Returns the child's exit status, or -1 if it was killed.

@@ -389,6 +389,49 @@ TEST_F(ToolsTest, BadArgumentsPrintUsage) {
   EXPECT_NE(bench_help.out.find("--benchmarks"), std::string::npos);
 }
 
+// repair: a value damaged by hand; the new pool holds every other key and the older version
+// of the damaged one, the report names the dropped node, and the damaged file is unchanged.
+TEST_F(ToolsTest, RepairSalvagesADamagedPoolIntoANewOne) {
+  for (std::string k : {"k1", "k2", "k3", "k4"}) ASSERT_EQ(put(k, "old-" + k).exit_code, 0);
+  ASSERT_EQ(put("k3", "newest-k3").exit_code, 0);
+  std::string bytes = read_file(pool_);
+  const std::size_t at = bytes.find("k3newest-k3");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 6] = static_cast<char>(bytes[at + 6] ^ 0x01);
+  write_file(pool_, bytes);
+  const std::string target = (dir_ / "new.pool").string();
+  outcome r = flintkv({"repair", pool_, target});
+  EXPECT_OK(r);
+  EXPECT_NE(r.out.find("keys_salvaged:       4\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dropped: node at offset "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("doubtful: key 'k3'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status:              OK\n"), std::string::npos) << r.out;
+  EXPECT_TRUE(read_file(pool_) == bytes) << "repair changed the damaged pool";
+  EXPECT_EQ(flintkv({"scan", target}).out, "k1\told-k1\nk2\told-k2\nk3\told-k3\nk4\told-k4\n");
+  outcome check = flintkv({"check", target});
+  EXPECT_OK(check);
+  EXPECT_NE(check.out.find("pool_size:           16777216\n"), std::string::npos)
+      << "the damaged pool's size by default\n" << check.out;
+  // A second repair to the same target is refused: repair never replaces a file.
+  const std::string made = read_file(target);
+  outcome again = flintkv({"repair", pool_, target});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
+  EXPECT_TRUE(read_file(target) == made);
+  // Missing pools and directories are errors naming them; missing arguments, usage errors.
+  outcome missing = flintkv({"repair", (dir_ / "missing.pool").string(), target + "2"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("missing.pool"), std::string::npos) << missing.err;
+  outcome no_dir = flintkv({"repair", pool_, (dir_ / "no-dir" / "new.pool").string()});
+  EXPECT_EQ(no_dir.exit_code, 1);
+  EXPECT_NE(no_dir.err.find("does not exist"), std::string::npos) << no_dir.err;
+  EXPECT_EQ(flintkv({"repair", pool_}).exit_code, 2);
+  EXPECT_EQ(flintkv({"repair", "--pool_size=1K", pool_, target + "3"}).exit_code, 2);
+  outcome sized = flintkv({"repair", "--pool_size=32M", pool_, target + "4"});
+  EXPECT_OK(sized);
+  EXPECT_NE(sized.out.find("(33554432 bytes)"), std::string::npos) << sized.out;
+}
+
 // Lines of `bench` output that report `name`: "name<spaces>: ...".
 std::vector<std::string> result_lines(const std::string& out, const std::string& name) {
   std::vector<std::string> found;

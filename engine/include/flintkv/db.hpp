@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flintkv/iterator.hpp"
 #include "flintkv/options.hpp"
@@ -58,6 +59,45 @@ struct CheckReport {
   std::string configuration;
 };
 
+// What DB::Repair found in a damaged pool and what it wrote to the new one.
+struct RepairReport {
+  // A node of the damaged pool that was not salvaged because it is damaged.
+  struct Dropped {
+    std::uint64_t offset = 0;   // in the damaged pool
+    std::string key;            // the node's key bytes as stored ("" when unreadable)
+    bool key_verified = false;  // the key passed the node's checksum (else it may be wrong)
+    std::string reason;
+  };
+  // A key whose newest version may be missing from the new pool: an older version, or
+  // none, may have been kept.
+  struct Doubtful {
+    std::string key;
+    std::string reason;  // which node was lost, and what was kept instead
+  };
+  std::uint64_t damaged_size = 0;   // bytes of the damaged file
+  std::uint64_t new_pool_size = 0;  // bytes of the new pool
+  bool header_intact = false;  // the pool header passed every check an open makes
+  bool root_intact = false;    // the root's words and the head node are intact
+  bool list_intact = false;    // the walk from the head reached the list's end
+  // Where and why the walk of the list stopped ("" when it is intact). Past that point, the
+  // versions come from a scan of the heap's blocks.
+  std::string list_break;
+  // The keys up to and including this one were covered by the intact part of the list
+  // (empty: none, or list_intact).
+  std::string list_covered_to;
+  std::uint64_t versions_examined = 0;     // committed versions found, in the list or the heap
+  std::uint64_t versions_from_scan = 0;    // of them, found by scanning the heap
+  std::uint64_t uncommitted = 0;           // versions of writes that did not complete: not kept
+  std::uint64_t chunks_scanned = 0;        // heap chunks scanned for nodes
+  std::uint64_t chunks_scanned_fully = 0;  // of them, tried at every 16-byte offset
+  std::uint64_t keys_salvaged = 0;         // keys written to the new pool
+  std::uint64_t keys_from_scan = 0;        // of them, whose version was found by the scan
+  std::uint64_t keys_deleted = 0;          // keys whose newest version is a delete: absent
+  std::vector<Dropped> dropped;
+  std::vector<Doubtful> doubtful;
+  std::vector<std::string> notes;  // other damage found (header, root words, chunk tags)
+};
+
 class DB {
  public:
   // Opens (and recovers) the pool at `path`, or creates it. The engine is built with the
@@ -67,6 +107,31 @@ class DB {
   // Validates the pool at `path` without changing it: its header, then every node of the
   // persistent list. Returns Corruption naming the first problem, and fills `report`.
   static Status Check(const std::string& path, CheckReport* report);
+
+  // Salvages what is left of a damaged pool: copies every intact, committed key-value of
+  // the pool at `damaged` (each key's newest such version; a key whose newest version is a
+  // delete is left out) into a new pool created at `new_pool`, and says in `report` (may be
+  // null) what it kept, what it dropped and why. The damaged file is only read, never
+  // changed; its header, root, list and chunk tags may all be damaged (what is salvaged
+  // then: docs/engine-guide.md, "After a Corruption"). The new pool has options.pool_size bytes,
+  // or, when options.pool_size is 0 (what `flintkv repair` passes), the damaged file's
+  // size; the other options are ignored. Returns:
+  //   OK               the new pool was created, holds every salvaged key, passed Check.
+  //   InvalidArgument  an empty path; `new_pool` exists (repair never replaces a file) or
+  //                    is `damaged`; `damaged` is not a regular file, is empty, holds a pool
+  //                    of another layout or build layout (its intact header says so), or is
+  //                    no FlintKV pool at all (no pool header and no node in it); a pool
+  //                    size below kMinPoolSize.
+  //   NotFound         `damaged` does not exist.
+  //   Busy             `damaged` is open in a process (it would be read while it changes).
+  //   Corruption       `damaged` is too short to hold a pool and its header is damaged.
+  //   IOError          `damaged` cannot be read; the new pool cannot be created (its
+  //                    directory is missing or not writable) or written.
+  //   NoSpace          out of DRAM (the damaged file is read into memory); the file system
+  //                    of the new pool is full; the salvaged keys do not fit its size.
+  // On any error no new pool is left behind.
+  static Status Repair(const std::string& damaged, const std::string& new_pool,
+                       const Options& options, RepairReport* report);
 
   DB() = default;
   DB(const DB&) = delete;
