@@ -30,8 +30,11 @@ constexpr std::string_view kUsage =
     "                             any problem\n"
     "  bench [flags]              db_bench-style benchmarks (flintkv bench --help)\n"
     "  help                       this text\n"
+    "  get, scan, stats and check open the pool read-only: it may be a file you cannot\n"
+    "  write, and they leave it as it is\n"
     "Options:\n"
-    "  --create             create the pool if it is missing (put always does)\n"
+    "  --create             create the pool if it is missing (put always does; get, scan\n"
+    "                       and stats then create it read-write)\n"
     "  --pool_size=BYTES    size of a pool created by this command (suffix K, M, G;\n"
     "                       default 1G)\n"
     "  --reverse            scan: descending key order\n"
@@ -70,8 +73,18 @@ struct pool_opener {
       options.pool_size = *size;
     }
   }
+  // For writing: opens the pool, or creates it.
   Status open(const std::string& path, std::unique_ptr<DB>* db) const {
     return DB::Open(options, path, db);
+  }
+  // For reading: read-only, so the pool may be a file the user cannot write and stays as it
+  // is; a missing pool is created (read-write) only with --create.
+  Status open_for_reading(const std::string& path, std::unique_ptr<DB>* db) const {
+    Options read = options;
+    read.read_only = true;
+    Status s = DB::Open(read, path, db);
+    if (s.IsNotFound() && options.create_if_missing) s = DB::Open(options, path, db);
+    return s;
   }
 };
 
@@ -93,7 +106,7 @@ int run_get(arguments& args) {
   const auto& a = args.positional();
   std::unique_ptr<DB> db;
   std::string value;
-  Status s = opener.open(a[0], &db);
+  Status s = opener.open_for_reading(a[0], &db);
   if (s.ok()) s = db->Get(a[1], &value);
   if (!s.ok()) return report({"get", a[0], s});
   std::fwrite(value.data(), 1, value.size(), stdout);
@@ -119,7 +132,7 @@ int run_scan(arguments& args) {
   expect_arguments(args, "scan", 1, 3);
   const auto& a = args.positional();
   std::unique_ptr<DB> db;
-  Status s = opener.open(a[0], &db);
+  Status s = opener.open_for_reading(a[0], &db);
   if (!s.ok()) return report({"scan", a[0], s});
   ReadOptions read;
   if (a.size() > 1) read.lower_bound = a[1];
@@ -162,7 +175,7 @@ int run_stats(arguments& args) {
   expect_arguments(args, "stats", 1, 1);
   const std::string& path = args.positional()[0];
   std::unique_ptr<DB> db;
-  Status s = opener.open(path, &db);
+  Status s = opener.open_for_reading(path, &db);
   if (!s.ok()) return report({"stats", path, s});
   Stats st = db->GetStats();
   using std::to_string;

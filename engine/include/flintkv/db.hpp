@@ -61,11 +61,15 @@ struct CheckReport {
 class DB {
  public:
   // Opens (and recovers) the pool at `path`, or creates it. The engine is built with the
-  // build's durability mode and counter placement (meson options).
+  // build's durability mode and counter placement (meson options). With
+  // options.read_only the pool is opened and mapped read-only and recovery writes nothing.
+  // Busy if the pool is open elsewhere in a conflicting mode (read-only opens coexist).
   static Status Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db);
 
   // Validates the pool at `path` without changing it: its header, then every node of the
   // persistent list. Returns Corruption naming the first problem, and fills `report`.
+  // Opens the pool read-only (see Options::read_only): works on a file the user cannot
+  // write, alongside read-only opens, and is Busy while the pool is open for writing.
   static Status Check(const std::string& path, CheckReport* report);
 
   DB() = default;
@@ -73,6 +77,7 @@ class DB {
   DB& operator=(const DB&) = delete;
   virtual ~DB() = default;
 
+  // Writes return InvalidArgument, naming the file, on a DB opened with Options::read_only.
   // Stores `value` for `key`, durably, as a new version.
   virtual Status Put(std::string_view key, std::string_view value,
                      const WriteOptions& options = {}) = 0;

@@ -107,14 +107,17 @@ class engine final : public DB {
   // ---- writes ----------------------------------------------------------------------------
 
   Status Put(std::string_view key, std::string_view value, const WriteOptions&) override {
+    if (read_only_) return refuse_write("Put");
     return guarded([&] { return write_one(key, value, false); });
   }
 
   Status Delete(std::string_view key, const WriteOptions&) override {
+    if (read_only_) return refuse_write("Delete");
     return guarded([&] { return write_one(key, {}, true); });
   }
 
   Status Write(const WriteBatch& batch, const WriteOptions&) override {
+    if (read_only_) return refuse_write("Write");
     return guarded([&] { return write_batch(batch); });
   }
 
@@ -243,7 +246,8 @@ class engine final : public DB {
 
   engine(std::unique_ptr<Storage> storage, const Options& options)
       : storage_(std::move(storage)),
-        slots_(std::max(1u, std::min(options.thread_slots, kMaxThreadSlots))) {}
+        slots_(std::max(1u, std::min(options.thread_slots, kMaxThreadSlots))),
+        read_only_(options.read_only) {}
 
   root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
   node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
@@ -251,7 +255,7 @@ class engine final : public DB {
   Status recover() {
     auto start = std::chrono::steady_clock::now();
     root_t& r = root_ref();
-    r.format.reset_metadata();
+    if (!read_only_) r.format.reset_metadata();
     std::uint64_t format = io::get(r.format).bits;
     if (Status s = check_format(format, storage_->path()); !s.ok()) return s;
     walk_result found;
@@ -261,7 +265,7 @@ class engine final : public DB {
       const node_offset head = io::get(r.head);
       make_index(head);
       storage_->mark_live(head);
-      Status s = walk(r, *storage_, /*repair=*/true,
+      Status s = walk(r, *storage_, /*repair=*/!read_only_,
                       [&](node_offset off, std::string_view key, std::uint64_t version,
                           bool tombstone, std::size_t value_size) {
                         storage_->mark_live(off);
@@ -273,7 +277,9 @@ class engine final : public DB {
       if (!s.ok()) return s;
     }
     if (Status s = storage_->finish_recovery(); !s.ok()) return s;
-    if (format == 0) {
+    if (format == 0 && read_only_) {
+      make_index(node_offset{0});  // never initialised: an empty store, left as it is
+    } else if (format == 0) {
       // A new pool (or one whose initialisation was interrupted: start it again).
       Status s = initialise(r);
       if (!s.ok()) return s;
@@ -720,6 +726,11 @@ class engine final : public DB {
     return {p->body() + n->key_size, n->value_size};
   }
 
+  Status refuse_write(std::string_view what) const {
+    return Status::InvalidArgument(storage_->path() + ": opened read-only (Options::read_only): " +
+                                   std::string(what) + " refused");
+  }
+
   template <class F>
   static Status guarded(F&& f) noexcept {
     try {
@@ -863,6 +874,7 @@ class engine final : public DB {
   alignas(64) std::atomic<std::uint64_t> live_keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
+  const bool read_only_;  // Options::read_only: nothing is written, by recovery either
   static inline thread_local std::uint64_t last_write_version_ = 0;
 };
 

@@ -49,7 +49,8 @@ Status open_region(std::span<std::byte> region, const Options& options,
 template <class Config>
 Status check_file(const std::string& path, CheckReport* report) {
   using P = typename Config::policy;
-  Options options;  // open only: never create
+  Options options;
+  options.read_only = true;  // never creates, cannot write: mapped read-only
   std::optional<alloc::pool> pool;
   if (Status s = open_pool_file<P>(options, path, &pool); !s.ok()) return s;
   pool_view view(*pool);
