@@ -89,11 +89,16 @@ class DB {
   virtual Status Get(std::string_view key, std::string* value,
                      const ReadOptions& options = {}) = 0;
 
-  // Pins the current version until ReleaseSnapshot.
+  // Pins the current version until ReleaseSnapshot. Returns nullptr when DRAM has run out
+  // (ReadOptions::snapshot = nullptr then reads the newest state).
   virtual const Snapshot* GetSnapshot() = 0;
+  // Releasing nullptr does nothing.
   virtual void ReleaseSnapshot(const Snapshot* snapshot) = 0;
 
-  // An iterator over the snapshot in `options` (or an implicit one taken now).
+  // An iterator over the snapshot in `options` (or an implicit one taken now). When DRAM
+  // has run out, an iterator that is never Valid() and whose status() is NoSpace (nullptr
+  // only if not even that can be had: the heap is exhausted and 64 such iterators are
+  // alive).
   virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options = {}) = 0;
 
   virtual Stats GetStats() = 0;

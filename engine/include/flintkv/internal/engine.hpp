@@ -43,6 +43,7 @@
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
+#include "flintkv/internal/no_memory_iterator.hpp"
 
 namespace flintkv::internal {
 
@@ -143,17 +144,24 @@ class engine final : public DB {
 
   // A snapshot is its version: readers through it ignore every newer one. (Nothing else
   // needs to know which versions are held until old versions are garbage-collected.)
+  // nullptr when out of DRAM.
   const Snapshot* GetSnapshot() override {
-    return new snapshot_impl(visible_version_.load(std::memory_order_acquire));
+    return new (std::nothrow) snapshot_impl(visible_version_.load(std::memory_order_acquire));
   }
 
   void ReleaseSnapshot(const Snapshot* snapshot) override {
     delete static_cast<const snapshot_impl*>(snapshot);
   }
 
+  // Out of DRAM: an iterator over nothing whose status() is NoSpace.
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override {
-    iterators_.add();
-    return std::make_unique<iterator_impl>(this, read_version(options), options);
+    try {
+      auto it = std::make_unique<iterator_impl>(this, read_version(options), options);
+      iterators_.add();
+      return it;
+    } catch (const std::bad_alloc&) {
+      return no_memory_iterator::make();
+    }
   }
 
   Stats GetStats() override {
