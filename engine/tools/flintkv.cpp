@@ -3,7 +3,9 @@
 //
 // Exit status: 0 on success; 1 when the engine reports a problem (its Status is printed,
 // after the command and the pool's path); 2 on bad arguments (the usage is printed).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -21,7 +23,8 @@ namespace {
 constexpr std::string_view kUsage =
     "Usage: flintkv <command> [options] <arguments>\n"
     "Commands:\n"
-    "  put <pool> <key> <value>   store value for key, durably (creates the pool if missing)\n"
+    "  put <pool> <key> <value>   store value for key, durably (creates the pool if missing);\n"
+    "                             a value of - is read from standard input (up to 1 MiB)\n"
     "  get <pool> <key>           print the value of key\n"
     "  delete <pool> <key>        delete key\n"
     "  scan <pool> [from] [to]    print key<TAB>value lines for the keys in [from, to)\n"
@@ -88,14 +91,41 @@ struct pool_opener {
   }
 };
 
+// The value of `put`: the argument itself, or for "-" the bytes of standard input, exactly,
+// up to kMaxValueSize (argv cannot carry values that large).
+Status read_value(const std::string& argument, std::string* value) {
+  if (argument != "-") {
+    *value = argument;
+    return Status::OK();
+  }
+  value->clear();
+  std::vector<char> buffer(64 * 1024);
+  while (true) {
+    const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), stdin);
+    value->append(buffer.data(), n);
+    if (value->size() > kMaxValueSize) {
+      return Status::InvalidArgument("standard input holds more than " +
+                                     std::to_string(kMaxValueSize) +
+                                     " bytes, the largest value (kMaxValueSize)");
+    }
+    if (n < buffer.size()) break;
+  }
+  if (std::ferror(stdin)) {
+    return Status::IOError(std::string("cannot read standard input: ") + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
 int run_put(arguments& args) {
   pool_opener opener(args, true);
   args.reject_unused("put");
   expect_arguments(args, "put", 3, 3);
   const auto& a = args.positional();
+  std::string value;
+  Status s = read_value(a[2], &value);  // first: a refused value creates no pool
   std::unique_ptr<DB> db;
-  Status s = opener.open(a[0], &db);
-  if (s.ok()) s = db->Put(a[1], a[2]);
+  if (s.ok()) s = opener.open(a[0], &db);
+  if (s.ok()) s = db->Put(a[1], value);
   return s.ok() ? 0 : report({"put", a[0], s});
 }
 

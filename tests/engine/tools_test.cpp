@@ -181,12 +181,14 @@ class ToolsTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_, ignored);
   }
 
-  // Runs flintkv with these arguments; captures stdout, stderr and the exit status.
-  outcome flintkv(const std::vector<std::string>& args) {
+  // Runs flintkv with these arguments (standard input from the file `input`, if given);
+  // captures stdout, stderr and the exit status.
+  outcome flintkv(const std::vector<std::string>& args, const std::string& input = "") {
     std::string cmd = shell_quote(binary_);
     for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
+    if (!input.empty()) cmd += " <" + shell_quote(input);
     int raw = std::system(cmd.c_str());
     outcome o;
     o.exit_code = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
@@ -400,6 +402,35 @@ TEST_F(ToolsTest, ReadCommandsWorkOnAFileTheUserCannotWrite) {
   EXPECT_OK(checked);
   EXPECT_NE(checked.out.find("status:              OK\n"), std::string::npos) << checked.out;
   EXPECT_TRUE(read_file(pool_) == before);
+}
+
+// Part of defect 9 of issue 10: argv cannot carry a value over about 128 KiB, below the
+// 1 MiB limit. `put <pool> <key> -` reads the value from standard input.
+TEST_F(ToolsTest, PutReadsTheValueFromStandardInput) {
+  std::mt19937_64 random(11);
+  std::string value(flintkv::kMaxValueSize, '\0');  // every byte value, NULs and newlines too
+  for (char& c : value) c = static_cast<char>(random());
+  const std::string input = (dir_ / "value").string();
+  write_file(input, value);
+  outcome put_big = flintkv({"put", "--pool_size=16M", pool_, "big", "-"}, input);
+  EXPECT_OK(put_big);
+  outcome got = flintkv({"get", pool_, "big"});
+  EXPECT_OK(got);
+  EXPECT_TRUE(got.out == value + "\n") << "got " << got.out.size() << " bytes";
+
+  write_file(input, "");
+  EXPECT_OK(flintkv({"put", pool_, "empty", "-"}, input));
+  EXPECT_EQ(flintkv({"get", pool_, "empty"}).out, "\n");
+
+  // One byte over the limit: refused before any pool is created.
+  write_file(input, value + "x");
+  const std::string other = (dir_ / "other.pool").string();
+  outcome over = flintkv({"put", "--pool_size=16M", other, "k", "-"}, input);
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.err.find("standard input"), std::string::npos) << over.err;
+  EXPECT_NE(over.err.find(std::to_string(flintkv::kMaxValueSize)), std::string::npos)
+      << over.err;
+  EXPECT_FALSE(fs::exists(other));
 }
 
 TEST_F(ToolsTest, CheckRejectsRandomBytesNamingTheFile) {
