@@ -21,6 +21,7 @@
 //  (3) attach (batch): commit_version and batch_mode=1 fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode=0 fenced; then visible_version.
 //  (4) Recovery rebuilds the index, visible_version and the allocator's free space.
+//  (5) With Options::read_only nothing is written to the pool, by recovery either.
 #pragma once
 
 #include <immintrin.h>
@@ -108,18 +109,15 @@ class engine final : public DB {
   // ---- writes ----------------------------------------------------------------------------
 
   Status Put(std::string_view key, std::string_view value, const WriteOptions&) override {
-    if (read_only_) return refuse_write("Put");
-    return guarded([&] { return write_one(key, value, false); });
+    return guarded([&] { return read_only_ ? refuse_write("Put") : write_one(key, value, false); });
   }
 
   Status Delete(std::string_view key, const WriteOptions&) override {
-    if (read_only_) return refuse_write("Delete");
-    return guarded([&] { return write_one(key, {}, true); });
+    return guarded([&] { return read_only_ ? refuse_write("Delete") : write_one(key, {}, true); });
   }
 
   Status Write(const WriteBatch& batch, const WriteOptions&) override {
-    if (read_only_) return refuse_write("Write");
-    return guarded([&] { return write_batch(batch); });
+    return guarded([&] { return read_only_ ? refuse_write("Write") : write_batch(batch); });
   }
 
   // ---- reads -----------------------------------------------------------------------------
