@@ -575,7 +575,6 @@ result<pool> pool::open(const std::filesystem::path& file, const pool_layout& la
   if (status s = validate(head, file_size, layout, name); !s) return std::move(s).error();
   if (!read_only) {
     if (status s = reserve_space(p.file_->fd, st, name); !s) return std::move(s).error();
-    remove_stale_temps(file, &st);
   }
 
   if (status s = p.file_->map_file(name); !s) return std::move(s).error();
@@ -589,6 +588,7 @@ result<pool> pool::open(const std::filesystem::path& file, const pool_layout& la
   p.name_ = name;
   p.granularity_ = p.file_->effective;
   p.access_ = access;
+  if (!read_only) remove_stale_temps(file, &st);  // only once the open has succeeded
   return p;
 }
 

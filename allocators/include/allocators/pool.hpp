@@ -24,8 +24,9 @@
 // Invariants:
 //  (1) A pool object exists only for bytes whose header passed every check of open():
 //      magic, version, completion, checksum, size, geometry, layout name, build layout.
-//  (2) A failed create or open leaves every existing file untouched (a create or read-write
-//      open removes temporary files of crashed creations: see create()).
+//  (2) A failed create or open leaves every existing file untouched. (A create removes
+//      temporary files of crashed creations before it starts, a read-write open once it
+//      has succeeded: see create() and open().)
 //  (3) A read_only pool's mapping is read-only: a store into it faults.
 // Persistence:
 //  (1) Creation writes the state word last, after a fence: a crash during creation leaves
