@@ -1,5 +1,6 @@
 #include "allocators/pool.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <libpmem2.h>
 #include <linux/magic.h>
@@ -8,7 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cinttypes>
 #include <cstdio>
@@ -203,6 +207,123 @@ std::string region_name(const std::byte* base) {
   return buf;
 }
 
+// ---- names, limits and temporary files ------------------------------------------------
+
+std::filesystem::path directory_of(const std::filesystem::path& file) {
+  return file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+}
+
+// The longest name the file system of `dir` takes (NAME_MAX where it cannot tell).
+std::size_t name_max_of(const std::filesystem::path& dir) {
+  const long n = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  return n > 0 ? static_cast<std::size_t>(n) : std::size_t{NAME_MAX};
+}
+
+// What ENAMETOOLONG means for `file`: its lengths and the limits.
+std::string too_long(const std::filesystem::path& file) {
+  std::size_t longest = 0;
+  for (const auto& part : file) longest = std::max(longest, part.native().size());
+  return "the path is " + std::to_string(file.native().size()) + " bytes and its longest name " +
+         std::to_string(longest) + " bytes; the system's limits are " +
+         std::to_string(PATH_MAX - 1) + " bytes for a path (PATH_MAX) and " +
+         std::to_string(name_max_of(directory_of(file))) + " bytes for a name (NAME_MAX)";
+}
+
+// A pool is built as `<file>.creating-XXXXXX`: the name and the path must fit the system's
+// limits with that suffix.
+status check_create_limits(const std::filesystem::path& file, const std::string& what) {
+  const std::size_t suffix = pool::temp_suffix.size();
+  const std::size_t name = file.filename().native().size();
+  const std::size_t name_max = name_max_of(directory_of(file));
+  if (name + suffix > name_max) {
+    return error(errc::invalid_argument,
+                 what + ": its name is " + std::to_string(name) +
+                     " bytes; it is built as '<name>" + std::string(pool::temp_suffix) +
+                     "', which must fit the system's limit of " + std::to_string(name_max) +
+                     " bytes for a name (NAME_MAX), so the name may have at most " +
+                     std::to_string(name_max - suffix) + " bytes");
+  }
+  const std::size_t path = file.native().size();
+  if (path + suffix > PATH_MAX - 1) {
+    return error(errc::invalid_argument,
+                 what + ": the path is " + std::to_string(path) +
+                     " bytes; it is built as '<path>" + std::string(pool::temp_suffix) +
+                     "', which must fit the system's limit of " + std::to_string(PATH_MAX - 1) +
+                     " bytes for a path (PATH_MAX), so the path may have at most " +
+                     std::to_string(PATH_MAX - 1 - suffix) + " bytes");
+  }
+  return {};
+}
+
+// `<name>.creating-` followed by the six letters or digits mkostemp puts for XXXXXX.
+bool is_temp_name(std::string_view entry, std::string_view prefix) {
+  const std::size_t random = 6;
+  return entry.size() == prefix.size() + random && entry.starts_with(prefix) &&
+         std::all_of(entry.end() - random, entry.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+}
+
+bool same_file(const struct stat& a, const struct stat& b) {
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+// Removes the temporary files of `file` (`<file>.creating-XXXXXX`) that no creator holds.
+// A creator keeps an exclusive flock on its temporary file until the pool is linked into
+// place, so one that can be locked is what a crashed creation left; one that cannot is being
+// created and stays. `own`, if given, is the pool file this process holds locked
+// exclusively: a temporary name of it is what a crash between linking the pool into place
+// and removing that name left. Best effort: what cannot be removed stays.
+void remove_stale_temps(const std::filesystem::path& file, const struct stat* own) {
+  const std::string prefix = file.filename().native() + ".creating-";
+  DIR* dir = ::opendir(directory_of(file).c_str());
+  if (dir == nullptr) return;
+  const int dfd = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    if (!is_temp_name(entry->d_name, prefix)) continue;
+    const int fd = ::openat(dfd, entry->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat held {};
+    if (::fstat(fd, &held) == 0 && S_ISREG(held.st_mode) &&
+        ((own != nullptr && same_file(held, *own)) || ::flock(fd, LOCK_EX | LOCK_NB) == 0)) {
+      // Only while the name still names the file that was locked.
+      struct stat named {};
+      if (::fstatat(dfd, entry->d_name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+          same_file(named, held)) {
+        ::unlinkat(dfd, entry->d_name, 0);
+      }
+    }
+    ::close(fd);
+  }
+  ::closedir(dir);
+}
+
+// True if `path` still names the file open as `fd`.
+bool names(const std::string& path, int fd) {
+  struct stat a {}, b {};
+  return ::fstat(fd, &a) == 0 && ::stat(path.c_str(), &b) == 0 && same_file(a, b);
+}
+
+bool on_tmpfs(int fd) {
+  struct statfs fs;
+  return ::fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+// Reserves the space of the whole file, so that no store into the mapping can fault with
+// SIGBUS for want of space (a pool copied as a sparse file has holes). On tmpfs st_blocks
+// counts exactly the pages the file has, so a file without holes is left as it is
+// (reserving its pages again costs about 0.1 s per GiB there); elsewhere posix_fallocate
+// decides, which is quick where the space is allocated already.
+status reserve_space(int fd, const struct stat& st, const std::string& name) {
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (on_tmpfs(fd) && static_cast<std::uint64_t>(st.st_blocks) * 512 >= size) return {};
+  if (int e = ::posix_fallocate(fd, 0, static_cast<off_t>(size)); e != 0) {
+    return error(e == ENOSPC ? errc::no_space : errc::io_error,
+                 "cannot reserve the space of " + name + " (" + std::to_string(size) +
+                     " bytes) on its file system: " + errno_text(e));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view to_string(granularity g) noexcept {
@@ -219,6 +340,7 @@ std::string_view to_string(granularity g) noexcept {
 struct pool::file_mapping {
   int fd = -1;
   pmem2_map* map = nullptr;
+  bool writable = true;  // mapped read-write (not a read_only open)
   // The granularity the pool works at, decided once by map_file. Page-granular mappings are
   // registered with pool_backend (their persistence is msync) until the mapping goes.
   granularity effective = granularity::page;
@@ -228,7 +350,7 @@ struct pool::file_mapping {
   file_mapping& operator=(const file_mapping&) = delete;
   ~file_mapping() {
     if (map != nullptr) {
-      if (effective == granularity::page) {
+      if (effective == granularity::page && writable) {
         pmem2_get_persist_fn(map)(pmem2_map_get_address(map), pmem2_map_get_size(map));
         detail::unregister_page_pool(pmem2_map_get_address(map));
       }
@@ -248,7 +370,8 @@ struct pool::file_mapping {
            fs.f_type == TMPFS_MAGIC;
   }
 
-  // Maps the whole file, asking for cache-line granularity and settling for page.
+  // Maps the whole file, read-write or (not `writable`) read-only, asking for cache-line
+  // granularity and settling for page.
   status map_file(const std::string& name) {
     pmem2_source* source = nullptr;
     pmem2_config* config = nullptr;
@@ -261,6 +384,9 @@ struct pool::file_mapping {
     const bool tmpfs = emulated_on_tmpfs();
     if (pmem2_source_from_fd(&source, fd) != 0) return fail("pmem2_source_from_fd");
     if (pmem2_config_new(&config) != 0) return fail("pmem2_config_new");
+    if (!writable && pmem2_config_set_protection(config, PMEM2_PROT_READ) != 0) {
+      return fail("pmem2_config_set_protection");
+    }
     if (pmem2_config_set_required_store_granularity(config, PMEM2_GRANULARITY_CACHE_LINE) !=
         0) {
       return fail("pmem2_config_set_required_store_granularity");
@@ -280,7 +406,7 @@ struct pool::file_mapping {
     pmem2_source_delete(&source);
     effective = tmpfs ? granularity::cache_line
                       : from_pmem2(pmem2_map_get_store_granularity(map));
-    if (effective == granularity::page) {
+    if (effective == granularity::page && writable) {  // a read-only pool has nothing to sync
       detail::register_page_pool(pmem2_map_get_address(map), pmem2_map_get_size(map),
                                  pmem2_get_flush_fn(map), pmem2_get_drain_fn(map));
     }
@@ -314,25 +440,55 @@ result<pool> pool::create_file(const std::filesystem::path& file, std::uint64_t 
                                const pool_layout& layout, const persist_ops& ops) {
   const std::string what = "cannot create pool " + quoted(file);
   if (status s = check_layout(layout, what); !s) return std::move(s).error();
+  if (size > max_size) {
+    return error(errc::invalid_argument, what + ": " + std::to_string(size) +
+                                             " bytes is above the maximum pool size of " +
+                                             std::to_string(max_size) + " bytes");
+  }
   size = format::align_up(size, format::page_size);
   if (size < min_size) {
     return error(errc::invalid_argument, what + ": " + std::to_string(size) +
                                              " bytes is below the minimum pool size of " +
                                              std::to_string(min_size) + " bytes");
   }
+  if (status s = check_create_limits(file, what); !s) return std::move(s).error();
   std::error_code ec;
-  if (std::filesystem::symlink_status(file, ec).type() != std::filesystem::file_type::not_found) {
+  const auto type = std::filesystem::symlink_status(file, ec).type();
+  if (type == std::filesystem::file_type::none) {  // not even its absence is known
+    const int e = ec.value();
+    if (e == ENAMETOOLONG) return error(errc::invalid_argument, what + ": " + too_long(file));
+    return error(errc::io_error, what + ": " + errno_text(e));
+  }
+  if (type != std::filesystem::file_type::not_found) {
     return error(errc::invalid_argument, what + ": the file already exists");
   }
+  remove_stale_temps(file, nullptr);
 
   // Built under a temporary name in the same directory, linked into place when durable.
-  std::string temp = file.string() + ".creating-XXXXXX";
+  // Between mkostemp and flock, another creator's remove_stale_temps may take the new file
+  // for a stale one: it then holds the lock or has removed the name, and the creation starts
+  // again under a new name.
+  std::string temp;
   pool p;
   p.file_ = std::make_unique<file_mapping>();
-  p.file_->fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (p.file_->fd < 0) {
-    return error(errc::io_error, what + ": cannot create a temporary file next to it: " +
-                                     errno_text(errno));
+  for (int attempt = 1;; ++attempt) {
+    temp = file.string() + std::string(temp_suffix);
+    const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+    if (fd < 0) {
+      return error(errc::io_error, what + ": cannot create a temporary file next to it: " +
+                                       errno_text(errno));
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && names(temp, fd)) {
+      p.file_->fd = fd;
+      break;
+    }
+    const int e = errno;
+    ::close(fd);
+    if (attempt == 8) {
+      return error(errc::io_error, what + ": cannot lock a temporary file next to it (" +
+                                       std::to_string(attempt) + " tries; last " + temp +
+                                       "): " + errno_text(e));
+    }
   }
   struct remove_temp {
     const std::string& path;
@@ -340,9 +496,6 @@ result<pool> pool::create_file(const std::filesystem::path& file, std::uint64_t 
   } remove{temp};
 
   ::fchmod(p.file_->fd, 0644);
-  if (::flock(p.file_->fd, LOCK_EX | LOCK_NB) != 0) {
-    return error(errc::io_error, what + ": cannot lock " + temp + ": " + errno_text(errno));
-  }
   if (int e = ::posix_fallocate(p.file_->fd, 0, static_cast<off_t>(size)); e != 0) {
     return error(e == ENOSPC ? errc::no_space : errc::io_error,
                  what + ": cannot reserve " + std::to_string(size) + " bytes: " + errno_text(e));
@@ -372,23 +525,33 @@ result<pool> pool::create_file(const std::filesystem::path& file, std::uint64_t 
   return p;
 }
 
-result<pool> pool::open(const std::filesystem::path& file, const pool_layout& layout) {
+result<pool> pool::open(const std::filesystem::path& file, const pool_layout& layout,
+                        pool_access access) {
   const std::string name = quoted(file);
+  const bool read_only = access == pool_access::read_only;
   pool p;
   p.file_ = std::make_unique<file_mapping>();
-  p.file_->fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  p.file_->writable = !read_only;
+  p.file_->fd = ::open(file.c_str(), (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (p.file_->fd < 0) {
     const int e = errno;
     if (e == ENOENT) return error(errc::not_found, "pool file " + name + " does not exist");
     if (e == EISDIR) return error(errc::invalid_argument, name + " is a directory, not a pool");
-    return error(errc::io_error, "cannot open " + name + ": " + errno_text(e));
+    if (e == ENAMETOOLONG) {
+      return error(errc::invalid_argument, "cannot open " + name + ": " + too_long(file));
+    }
+    return error(errc::io_error, "cannot open " + name + (read_only ? "" : " for writing") +
+                                     ": " + errno_text(e));
   }
-  if (::flock(p.file_->fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(p.file_->fd, (read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
     const int e = errno;
     if (e == EWOULDBLOCK) {
-      return error(errc::busy, "pool " + name +
-                                   " is already open (another process or pool object holds "
-                                   "its lock)");
+      return error(errc::busy,
+                   "pool " + name +
+                       (read_only ? " is already open for writing (another process or pool "
+                                    "object holds its lock)"
+                                  : " is already open (another process or pool object holds "
+                                    "its lock)"));
     }
     return error(errc::io_error, "cannot lock " + name + ": " + errno_text(e));
   }
@@ -410,6 +573,9 @@ result<pool> pool::open(const std::filesystem::path& file, const pool_layout& la
     got += static_cast<std::size_t>(n);
   }
   if (status s = validate(head, file_size, layout, name); !s) return std::move(s).error();
+  if (!read_only) {
+    if (status s = reserve_space(p.file_->fd, st, name); !s) return std::move(s).error();
+  }
 
   if (status s = p.file_->map_file(name); !s) return std::move(s).error();
   if (pmem2_map_get_size(p.file_->map) != file_size) {
@@ -421,6 +587,8 @@ result<pool> pool::open(const std::filesystem::path& file, const pool_layout& la
   p.size_ = file_size;
   p.name_ = name;
   p.granularity_ = p.file_->effective;
+  p.access_ = access;
+  if (!read_only) remove_stale_temps(file, &st);  // only once the open has succeeded
   return p;
 }
 

@@ -4,7 +4,9 @@
 //
 // Exit status: 0 on success; 1 when the engine reports a problem (its Status is printed,
 // after the command and the pool's path); 2 on bad arguments (the usage is printed).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -22,7 +24,8 @@ namespace {
 constexpr std::string_view kUsage =
     "Usage: flintkv <command> [options] <arguments>\n"
     "Commands:\n"
-    "  put <pool> <key> <value>   store value for key, durably (creates the pool if missing)\n"
+    "  put <pool> <key> <value>   store value for key, durably (creates the pool if missing);\n"
+    "                             a value of - is read from standard input (up to 1 MiB)\n"
     "  get <pool> <key>           print the value of key\n"
     "  delete <pool> <key>        delete key\n"
     "  scan <pool> [from] [to]    print key<TAB>value lines for the keys in [from, to)\n"
@@ -34,8 +37,11 @@ constexpr std::string_view kUsage =
     "                             kept and what was dropped\n"
     "  bench [flags]              db_bench-style benchmarks (flintkv bench --help)\n"
     "  help                       this text\n"
+    "  get, scan, stats and check open the pool read-only: it may be a file you cannot\n"
+    "  write, and they leave it as it is\n"
     "Options:\n"
-    "  --create             create the pool if it is missing (put always does)\n"
+    "  --create             create the pool if it is missing (put always does; get, scan\n"
+    "                       and stats then create it read-write)\n"
     "  --pool_size=BYTES    size of a pool created by this command (suffix K, M, G;\n"
     "                       default 1G; for repair, the damaged file's size)\n"
     "  --reverse            scan: descending key order\n"
@@ -74,19 +80,56 @@ struct pool_opener {
       options.pool_size = *size;
     }
   }
+  // For writing: opens the pool, or creates it.
   Status open(const std::string& path, std::unique_ptr<DB>* db) const {
     return DB::Open(options, path, db);
   }
+  // For reading: read-only, so the pool may be a file the user cannot write and stays as it
+  // is; a missing pool is created (read-write) only with --create.
+  Status open_for_reading(const std::string& path, std::unique_ptr<DB>* db) const {
+    Options read = options;
+    read.read_only = true;
+    Status s = DB::Open(read, path, db);
+    if (s.IsNotFound() && options.create_if_missing) s = DB::Open(options, path, db);
+    return s;
+  }
 };
+
+// The value of `put`: the argument itself, or for "-" the bytes of standard input, exactly,
+// up to kMaxValueSize (argv cannot carry values that large).
+Status read_value(const std::string& argument, std::string* value) {
+  if (argument != "-") {
+    *value = argument;
+    return Status::OK();
+  }
+  value->clear();
+  std::vector<char> buffer(64 * 1024);
+  while (true) {
+    const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), stdin);
+    value->append(buffer.data(), n);
+    if (value->size() > kMaxValueSize) {
+      return Status::InvalidArgument("standard input holds more than " +
+                                     std::to_string(kMaxValueSize) +
+                                     " bytes, the largest value (kMaxValueSize)");
+    }
+    if (n < buffer.size()) break;
+  }
+  if (std::ferror(stdin)) {
+    return Status::IOError(std::string("cannot read standard input: ") + std::strerror(errno));
+  }
+  return Status::OK();
+}
 
 int run_put(arguments& args) {
   pool_opener opener(args, true);
   args.reject_unused("put");
   expect_arguments(args, "put", 3, 3);
   const auto& a = args.positional();
+  std::string value;
+  Status s = read_value(a[2], &value);  // first: a refused value creates no pool
   std::unique_ptr<DB> db;
-  Status s = opener.open(a[0], &db);
-  if (s.ok()) s = db->Put(a[1], a[2]);
+  if (s.ok()) s = opener.open(a[0], &db);
+  if (s.ok()) s = db->Put(a[1], value);
   return s.ok() ? 0 : report({"put", a[0], s});
 }
 
@@ -97,7 +140,7 @@ int run_get(arguments& args) {
   const auto& a = args.positional();
   std::unique_ptr<DB> db;
   std::string value;
-  Status s = opener.open(a[0], &db);
+  Status s = opener.open_for_reading(a[0], &db);
   if (s.ok()) s = db->Get(a[1], &value);
   if (!s.ok()) return report({"get", a[0], s});
   std::fwrite(value.data(), 1, value.size(), stdout);
@@ -123,7 +166,7 @@ int run_scan(arguments& args) {
   expect_arguments(args, "scan", 1, 3);
   const auto& a = args.positional();
   std::unique_ptr<DB> db;
-  Status s = opener.open(a[0], &db);
+  Status s = opener.open_for_reading(a[0], &db);
   if (!s.ok()) return report({"scan", a[0], s});
   ReadOptions read;
   if (a.size() > 1) read.lower_bound = a[1];
@@ -166,7 +209,7 @@ int run_stats(arguments& args) {
   expect_arguments(args, "stats", 1, 1);
   const std::string& path = args.positional()[0];
   std::unique_ptr<DB> db;
-  Status s = opener.open(path, &db);
+  Status s = opener.open_for_reading(path, &db);
   if (!s.ok()) return report({"stats", path, s});
   Stats st = db->GetStats();
   using std::to_string;

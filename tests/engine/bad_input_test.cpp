@@ -2,6 +2,9 @@
 // damaged pools, a pool open twice, a full pool.
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <cstdint>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,6 +86,34 @@ TEST(BadInputTest, OpenOptionsAndPaths) {
   EXPECT_NE(s.message().find("flintkv-no-such-dir"), std::string::npos) << s.ToString();
   EXPECT_TRUE(DB::Open(creating(), "", &db).IsInvalidArgument());
   EXPECT_TRUE(DB::Open(creating(), path.str(), nullptr).IsInvalidArgument());
+}
+
+// Part of defect 9 of issue 10: a pool size near SIZE_MAX wrapped ("0 bytes is below the
+// minimum"), and over-long names were reported as missing pools or existing files.
+TEST(BadInputTest, HugeSizesAndLongNamesAreRefusedNamingTheLimit) {
+  temp_pool_path path("huge");
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(creating(SIZE_MAX), path.str(), &db);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find(std::to_string(SIZE_MAX)), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("maximum"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(path.str()));
+
+  const std::string over = "/dev/shm/" + std::string(NAME_MAX + 1, 'n');
+  for (const Options& o : {Options{}, creating()}) {
+    s = DB::Open(o, over, &db);
+    EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+    EXPECT_NE(s.message().find("NAME_MAX"), std::string::npos) << s.ToString();
+  }
+  CheckReport report;
+  s = DB::Check(over, &report);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  // Fits NAME_MAX, but not with the suffix of the temporary file a pool is built under.
+  const std::string tight = "/dev/shm/" + std::string(NAME_MAX - 4, 'n');
+  s = DB::Open(creating(), tight, &db);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("NAME_MAX"), std::string::npos) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(tight));
 }
 
 TEST(BadInputTest, APoolOpenTwiceIsBusy) {

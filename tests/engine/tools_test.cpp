@@ -1,8 +1,11 @@
 // The flintkv command-line tool: runs the built binary (path in $FLINTKV) on pools in a
 // temporary folder under /dev/shm, and checks its output, its exit status and the pool files.
 // Also the tool's own units: the latency histogram and the argument parser.
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -20,6 +23,7 @@
 
 #include "arguments.hpp"
 #include "bench.hpp"
+#include "flintkv/internal/open.hpp"
 #include "histogram.hpp"
 
 namespace {
@@ -177,12 +181,14 @@ class ToolsTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_, ignored);
   }
 
-  // Runs flintkv with these arguments; captures stdout, stderr and the exit status.
-  outcome flintkv(const std::vector<std::string>& args) {
+  // Runs flintkv with these arguments (standard input from the file `input`, if given);
+  // captures stdout, stderr and the exit status.
+  outcome flintkv(const std::vector<std::string>& args, const std::string& input = "") {
     std::string cmd = shell_quote(binary_);
     for (const std::string& a : args) cmd.append(" ").append(shell_quote(a));
     fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string());
+    if (!input.empty()) cmd += " <" + shell_quote(input);
     int raw = std::system(cmd.c_str());
     outcome o;
     o.exit_code = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
@@ -190,6 +196,60 @@ class ToolsTest : public ::testing::Test {
     o.err = read_file(err);
     return o;
   }
+  // Runs a copy of flintkv as a user who cannot write the test's files: as root (CI), the
+  // child drops to uid and gid 65534 before exec, since permission bits stop nothing for
+  // root; as anyone else, the files' permission bits do it.
+  outcome flintkv_unprivileged(const std::vector<std::string>& args) {
+    const fs::path copy = dir_ / "flintkv-copy", out = dir_ / "stdout", err = dir_ / "stderr";
+    if (!fs::exists(copy)) fs::copy_file(binary_, copy);  // the build tree may be closed to it
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+    fs::permissions(copy, fs::perms::owner_all | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read |
+                              fs::perms::others_exec);
+    std::vector<std::string> words = {copy.string()};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(125);
+      if (::geteuid() == 0 && (::setgroups(0, nullptr) != 0 ||
+                               ::setresgid(65534, 65534, 65534) != 0 ||
+                               ::setresuid(65534, 65534, 65534) != 0)) {
+        ::_exit(124);
+      }
+      ::execv(argv[0], argv.data());
+      ::_exit(123);
+    }
+    outcome o;
+    int raw = 0;
+    if (child < 0 || ::waitpid(child, &raw, 0) != child) return o;
+    o.exit_code = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    o.out = read_file(out);
+    o.err = read_file(err);
+    return o;
+  }
+
+  // Marks the write of `key` (stored with `value`) in the pool as one that did not complete,
+  // as a crash leaves it: its node's version becomes the uncommitted marker. The next
+  // read-write open links around it.
+  void interrupt_write(const std::string& key, const std::string& value) {
+    using P = flintkv::internal::default_config::policy;
+    std::string bytes = read_file(pool_);
+    const std::size_t at = bytes.find(key + value);
+    ASSERT_NE(at, std::string::npos);
+    const std::size_t node = at - flintkv::internal::pnode<P>::header_size();
+    const flintkv::internal::word63 uncommitted = flintkv::internal::uncommitted_word(
+        flintkv::internal::in_node({node}, flintkv::internal::word_field::version));
+    std::memcpy(bytes.data() + node + offsetof(flintkv::internal::pnode<P>, version),
+                &uncommitted, sizeof uncommitted);
+    write_file(pool_, bytes);
+  }
+
   // A small pool: the tests never need the 1 GiB default.
   outcome put(const std::string& key, const std::string& value) {
     return flintkv({"put", "--pool_size=16M", pool_, "--", key, value});
@@ -291,6 +351,87 @@ TEST_F(ToolsTest, CheckAcceptsAGoodPoolWithoutChangingIt) {
   EXPECT_NE(c.out.find("live_keys:           1\n"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("status:              OK\n"), std::string::npos) << c.out;
   EXPECT_TRUE(read_file(pool_) == before) << "check changed the pool";
+}
+
+// Part of defect 9 of issue 10: get, scan, stats and check opened the pool for writing.
+// They open it read-only now: a pool holding a write that did not complete (which a
+// read-write open repairs, so the file changes) stays exactly as it was.
+TEST_F(ToolsTest, ReadCommandsLeaveThePoolAsItIs) {
+  ASSERT_EQ(put("a", "1").exit_code, 0);
+  ASSERT_EQ(put("b", "2").exit_code, 0);
+  ASSERT_EQ(put("c", "interrupted").exit_code, 0);
+  interrupt_write("c", "interrupted");
+  const std::string before = read_file(pool_);
+  const std::vector<std::vector<std::string>> reads = {
+      {"get", pool_, "a"}, {"scan", pool_}, {"scan", "--reverse", pool_, "a", "c"},
+      {"stats", pool_},    {"check", pool_}};
+  for (const auto& args : reads) {
+    outcome o = flintkv(args);
+    EXPECT_OK(o);
+    EXPECT_TRUE(read_file(pool_) == before) << args[0] << " changed the pool";
+  }
+  EXPECT_EQ(flintkv({"scan", pool_}).out, "a\t1\nb\t2\n");
+  EXPECT_EQ(flintkv({"get", pool_, "c"}).exit_code, 1);
+  EXPECT_NE(flintkv({"check", pool_}).out.find("uncommitted:         1\n"), std::string::npos);
+  // A writing command repairs the list: the file changes.
+  EXPECT_OK(flintkv({"delete", pool_, "b"}));
+  EXPECT_FALSE(read_file(pool_) == before);
+  EXPECT_NE(flintkv({"check", pool_}).out.find("uncommitted:         0\n"), std::string::npos);
+}
+
+TEST_F(ToolsTest, ReadCommandsWorkOnAFileTheUserCannotWrite) {
+  ASSERT_EQ(put("a", "1").exit_code, 0);
+  ASSERT_EQ(put("b", "2").exit_code, 0);
+  fs::permissions(pool_, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::string before = read_file(pool_);
+  // The user really cannot write it: put fails.
+  outcome denied = flintkv_unprivileged({"put", pool_, "c", "3"});
+  ASSERT_EQ(denied.exit_code, 1) << "123-125: the child could not run; 0: it could write\n"
+                                 << denied.err;
+  EXPECT_NE(denied.err.find(pool_), std::string::npos) << denied.err;
+
+  outcome got = flintkv_unprivileged({"get", pool_, "b"});
+  EXPECT_OK(got);
+  EXPECT_EQ(got.out, "2\n");
+  outcome scanned = flintkv_unprivileged({"scan", pool_});
+  EXPECT_OK(scanned);
+  EXPECT_EQ(scanned.out, "a\t1\nb\t2\n");
+  outcome stats = flintkv_unprivileged({"stats", pool_});
+  EXPECT_OK(stats);
+  EXPECT_NE(stats.out.find("live_keys:           2\n"), std::string::npos) << stats.out;
+  outcome checked = flintkv_unprivileged({"check", pool_});
+  EXPECT_OK(checked);
+  EXPECT_NE(checked.out.find("status:              OK\n"), std::string::npos) << checked.out;
+  EXPECT_TRUE(read_file(pool_) == before);
+}
+
+// Part of defect 9 of issue 10: argv cannot carry a value over about 128 KiB, below the
+// 1 MiB limit. `put <pool> <key> -` reads the value from standard input.
+TEST_F(ToolsTest, PutReadsTheValueFromStandardInput) {
+  std::mt19937_64 random(11);
+  std::string value(flintkv::kMaxValueSize, '\0');  // every byte value, NULs and newlines too
+  for (char& c : value) c = static_cast<char>(random());
+  const std::string input = (dir_ / "value").string();
+  write_file(input, value);
+  outcome put_big = flintkv({"put", "--pool_size=16M", pool_, "big", "-"}, input);
+  EXPECT_OK(put_big);
+  outcome got = flintkv({"get", pool_, "big"});
+  EXPECT_OK(got);
+  EXPECT_TRUE(got.out == value + "\n") << "got " << got.out.size() << " bytes";
+
+  write_file(input, "");
+  EXPECT_OK(flintkv({"put", pool_, "empty", "-"}, input));
+  EXPECT_EQ(flintkv({"get", pool_, "empty"}).out, "\n");
+
+  // One byte over the limit: refused before any pool is created.
+  write_file(input, value + "x");
+  const std::string other = (dir_ / "other.pool").string();
+  outcome over = flintkv({"put", "--pool_size=16M", other, "k", "-"}, input);
+  EXPECT_EQ(over.exit_code, 1);
+  EXPECT_NE(over.err.find("standard input"), std::string::npos) << over.err;
+  EXPECT_NE(over.err.find(std::to_string(flintkv::kMaxValueSize)), std::string::npos)
+      << over.err;
+  EXPECT_FALSE(fs::exists(other));
 }
 
 TEST_F(ToolsTest, CheckRejectsRandomBytesNamingTheFile) {

@@ -4,7 +4,9 @@
 // Two settings:
 //  - a file, mapped with libpmem2 (production): create() builds the pool under a temporary
 //    name and links it into place only once it is complete and durable; open() validates the
-//    file before mapping it, and locks it (flock) for as long as the pool object lives;
+//    file before mapping it, and locks it (flock) for as long as the pool object lives:
+//    exclusively for read_write (which also reserves the file's space), shared for
+//    read_only (mapped read-only: nothing can change the file);
 //  - a caller's memory range (the pv model's region, for crash tests): create_in() and
 //    open_in(), with no file, lock or libpmem2.
 //
@@ -22,7 +24,10 @@
 // Invariants:
 //  (1) A pool object exists only for bytes whose header passed every check of open():
 //      magic, version, completion, checksum, size, geometry, layout name, build layout.
-//  (2) A failed create or open leaves every existing file untouched.
+//  (2) A failed create or open leaves every existing file untouched. (A create removes
+//      temporary files of crashed creations before it starts, a read-write open once it
+//      has succeeded: see create() and open().)
+//  (3) A read_only pool's mapping is read-only: a store into it faults.
 // Persistence:
 //  (1) Creation writes the state word last, after a fence: a crash during creation leaves
 //      bytes that open() rejects as incomplete (or, for files, only a temporary file).
@@ -52,6 +57,12 @@ namespace alloc {
 // Pools over a memory range report cache_line (the pv model works per line).
 enum class granularity : std::uint8_t { byte, cache_line, page };
 std::string_view to_string(granularity g) noexcept;
+
+// How open() takes a pool file.
+enum class pool_access : std::uint8_t {
+  read_write,  // O_RDWR, exclusive lock, the file's space reserved, mapped read-write
+  read_only,   // O_RDONLY, shared lock, mapped read-only: the file cannot change
+};
 
 // What a pool was made for; open() accepts a pool only if both match.
 struct pool_layout {
@@ -88,20 +99,35 @@ class pool {
  public:
   static constexpr std::uint64_t root_size = format::root_size;
   static constexpr std::uint64_t min_size = format::min_pool_size;
+  // The largest size a file can have (off_t), in whole pages.
+  static constexpr std::uint64_t max_size =
+      (std::uint64_t{INT64_MAX} / format::page_size) * format::page_size;
+  // The suffix of the temporary file a pool is built under: `<file>.creating-XXXXXX`.
+  static constexpr std::string_view temp_suffix = ".creating-XXXXXX";
 
-  // Creates the pool file `file` of `size` bytes (rounded up to 4 KiB).
-  // Errors: invalid_argument (file exists, size below min_size, layout strings too long or
+  // Creates the pool file `file` of `size` bytes (rounded up to 4 KiB), under the temporary
+  // name `<file>.creating-XXXXXX`, which its creator holds an exclusive flock on. Temporary
+  // files of `file` that nobody holds (their creator crashed) are removed first.
+  // Errors: invalid_argument (file exists, size below min_size or above max_size, a path or
+  // name over PATH_MAX or NAME_MAX with the temporary suffix, layout strings too long or
   // empty), no_space (the file system cannot hold it), io_error.
   template <class Policy>
   static result<pool> create(const std::filesystem::path& file, std::uint64_t size,
                              const pool_layout& layout) {
     return create_file(file, size, layout, persist_ops_for<Policy>);
   }
-  // Opens an existing pool file. Errors: not_found; busy (open elsewhere, in this process or
-  // another); invalid_argument (not a pool, newer layout version, other layout or build
-  // layout); corruption (truncated, incomplete, bad checksum, inconsistent geometry);
-  // io_error.
-  static result<pool> open(const std::filesystem::path& file, const pool_layout& layout);
+  // Opens an existing pool file. read_write locks it exclusively, reserves the space of the
+  // whole file (posix_fallocate: a sparse copy gets its holes filled, so no later store
+  // can fault for want of space) and removes temporary files of crashed creations of it;
+  // read_only locks it shared (read-only opens coexist; a read-write open and a read-only
+  // one exclude each other) and maps it read-only.
+  // Errors: not_found; busy (open elsewhere, in this process or another, in a conflicting
+  // mode); invalid_argument (not a pool, newer layout version, other layout or build layout,
+  // a path or name over PATH_MAX or NAME_MAX); corruption (truncated, incomplete, bad
+  // checksum, inconsistent geometry); no_space (read_write: the file system cannot hold the
+  // whole file; the file is left as it was); io_error.
+  static result<pool> open(const std::filesystem::path& file, const pool_layout& layout,
+                           pool_access access = pool_access::read_write);
 
   // The same over a caller's memory range (64-byte aligned, at least min_size bytes), which
   // must outlive the pool. No lock: two pools over one range are the caller's business.
@@ -120,6 +146,8 @@ class pool {
   // The file's path, or "memory region at 0x...": what error messages name.
   const std::string& name() const noexcept { return name_; }
   granularity store_granularity() const noexcept { return granularity_; }
+  // read_only only for a file opened so; created pools and region pools are read_write.
+  pool_access access() const noexcept { return access_; }
   std::array<std::uint8_t, 16> uuid() const noexcept { return header().uuid; }
   std::string uuid_string() const;
   pool_layout layout() const;
@@ -170,6 +198,7 @@ class pool {
   std::byte* base_ = nullptr;
   std::uint64_t size_ = 0;
   granularity granularity_ = granularity::cache_line;
+  pool_access access_ = pool_access::read_write;
   std::string name_;
   std::unique_ptr<file_mapping> file_;  // file pools only
 };

@@ -101,11 +101,15 @@ struct RepairReport {
 class DB {
  public:
   // Opens (and recovers) the pool at `path`, or creates it. The engine is built with the
-  // build's durability mode and counter placement (meson options).
+  // build's durability mode and counter placement (meson options). With
+  // options.read_only the pool is opened and mapped read-only and recovery writes nothing.
+  // Busy if the pool is open elsewhere in a conflicting mode (read-only opens coexist).
   static Status Open(const Options& options, const std::string& path, std::unique_ptr<DB>* db);
 
   // Validates the pool at `path` without changing it: its header, then every node of the
   // persistent list. Returns Corruption naming the first problem, and fills `report`.
+  // Opens the pool read-only (see Options::read_only): works on a file the user cannot
+  // write, alongside read-only opens, and is Busy while the pool is open for writing.
   static Status Check(const std::string& path, CheckReport* report);
 
   // Salvages what is left of a damaged pool: copies every intact, committed key-value of
@@ -138,6 +142,7 @@ class DB {
   DB& operator=(const DB&) = delete;
   virtual ~DB() = default;
 
+  // Writes return InvalidArgument, naming the file, on a DB opened with Options::read_only.
   // Stores `value` for `key`, durably, as a new version.
   virtual Status Put(std::string_view key, std::string_view value,
                      const WriteOptions& options = {}) = 0;
@@ -149,11 +154,16 @@ class DB {
   virtual Status Get(std::string_view key, std::string* value,
                      const ReadOptions& options = {}) = 0;
 
-  // Pins the current version until ReleaseSnapshot.
+  // Pins the current version until ReleaseSnapshot. Returns nullptr when DRAM has run out
+  // (ReadOptions::snapshot = nullptr then reads the newest state).
   virtual const Snapshot* GetSnapshot() = 0;
+  // Releasing nullptr does nothing.
   virtual void ReleaseSnapshot(const Snapshot* snapshot) = 0;
 
-  // An iterator over the snapshot in `options` (or an implicit one taken now).
+  // An iterator over the snapshot in `options` (or an implicit one taken now). When DRAM
+  // has run out, an iterator that is never Valid() and whose status() is NoSpace (nullptr
+  // only if not even that can be had: the heap is exhausted and 64 such iterators are
+  // alive).
   virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options = {}) = 0;
 
   virtual Stats GetStats() = 0;

@@ -23,6 +23,13 @@ struct Options {
   bool error_if_exists = false;
   // Size of a pool created by this open (ignored when opening an existing pool).
   std::size_t pool_size = std::size_t{1} << 30;
+  // Open the pool read-only: the file is opened O_RDONLY under a shared lock (read-only opens
+  // of a pool coexist; a read-write open and a read-only one exclude each other with Busy)
+  // and mapped read-only, so nothing can change it, and it may be a file the user cannot
+  // write. Recovery repairs nothing (writes that did not complete are skipped, not
+  // unlinked); Put, Delete and Write return InvalidArgument. Never creates a pool: a missing
+  // one is NotFound whatever create_if_missing says.
+  bool read_only = false;
   // Advertisement slots for flat combining: how many writers can be attaching at once.
   // Any number of threads may write; a thread that finds every slot taken waits for one.
   unsigned thread_slots = 64;

@@ -25,6 +25,7 @@
 //  (5) Every word written is self-checking and every node carries its checksum (layout.hpp),
 //      computed from the caller's bytes and written in the node's own lines: no extra
 //      write-back or fence.
+//  (6) With Options::read_only nothing is written to the pool, by recovery either.
 #pragma once
 
 #include <immintrin.h>
@@ -48,6 +49,7 @@
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
 #include "flintkv/internal/recovery.hpp"
+#include "flintkv/internal/no_memory_iterator.hpp"
 
 namespace flintkv::internal {
 
@@ -109,15 +111,15 @@ class engine final : public DB {
   // ---- writes ----------------------------------------------------------------------------
 
   Status Put(std::string_view key, std::string_view value, const WriteOptions&) override {
-    return guarded([&] { return write_one(key, value, false); });
+    return guarded([&] { return read_only_ ? refuse_write("Put") : write_one(key, value, false); });
   }
 
   Status Delete(std::string_view key, const WriteOptions&) override {
-    return guarded([&] { return write_one(key, {}, true); });
+    return guarded([&] { return read_only_ ? refuse_write("Delete") : write_one(key, {}, true); });
   }
 
   Status Write(const WriteBatch& batch, const WriteOptions&) override {
-    return guarded([&] { return write_batch(batch); });
+    return guarded([&] { return read_only_ ? refuse_write("Write") : write_batch(batch); });
   }
 
   // ---- reads -----------------------------------------------------------------------------
@@ -145,17 +147,24 @@ class engine final : public DB {
 
   // A snapshot is its version: readers through it ignore every newer one. (Nothing else
   // needs to know which versions are held until old versions are garbage-collected.)
+  // nullptr when out of DRAM.
   const Snapshot* GetSnapshot() override {
-    return new snapshot_impl(visible_version_.load(std::memory_order_acquire));
+    return new (std::nothrow) snapshot_impl(visible_version_.load(std::memory_order_acquire));
   }
 
   void ReleaseSnapshot(const Snapshot* snapshot) override {
     delete static_cast<const snapshot_impl*>(snapshot);
   }
 
+  // Out of DRAM: an iterator over nothing whose status() is NoSpace.
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override {
-    iterators_.add();
-    return std::make_unique<iterator_impl>(this, read_version(options), options);
+    try {
+      auto it = std::make_unique<iterator_impl>(this, read_version(options), options);
+      iterators_.add();
+      return it;
+    } catch (const std::bad_alloc&) {
+      return no_memory_iterator::make();
+    }
   }
 
   Stats GetStats() override {
@@ -249,7 +258,8 @@ class engine final : public DB {
 
   engine(std::unique_ptr<Storage> storage, const Options& options)
       : storage_(std::move(storage)),
-        slots_(std::max(1u, std::min(options.thread_slots, kMaxThreadSlots))) {}
+        slots_(std::max(1u, std::min(options.thread_slots, kMaxThreadSlots))),
+        read_only_(options.read_only) {}
 
   root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
   node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
@@ -276,8 +286,10 @@ class engine final : public DB {
         !s.ok()) {
       return s;
     }
-    recovery_t::repair(*storage_, repairs);
-    if (found.format != kFormat) {
+    if (!read_only_) recovery_t::repair(*storage_, repairs);
+    if (found.format != kFormat && read_only_) {
+      make_index(node_offset{0});  // never initialised: an empty store, left as it is
+    } else if (found.format != kFormat) {
       // A new pool (or one whose initialisation was interrupted: start it again).
       if (Status s = initialise(root_ref()); !s.ok()) return s;
       make_index(*read_offset_word(io::get(root_ref().head), in_root(word_field::head)));
@@ -655,6 +667,11 @@ class engine final : public DB {
                               "'): checksum mismatch: its content was damaged");
   }
 
+  Status refuse_write(std::string_view what) const {
+    return Status::InvalidArgument(storage_->path() + ": opened read-only (Options::read_only): " +
+                                   std::string(what) + " refused");
+  }
+
   template <class F>
   static Status guarded(F&& f) noexcept {
     try {
@@ -818,6 +835,7 @@ class engine final : public DB {
   alignas(64) std::atomic<std::uint64_t> live_keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
+  const bool read_only_;  // Options::read_only: nothing is written, by recovery either
   static inline thread_local std::uint64_t last_write_version_ = 0;
 };
 

@@ -51,7 +51,8 @@ template <class Config>
 Status check_file(const std::string& path, CheckReport* report) {
   using P = typename Config::policy;
   using recovery_t = recovery<P, typename Config::mode>;
-  Options options;  // open only: never create
+  Options options;
+  options.read_only = true;  // never creates, cannot write: mapped read-only
   std::unique_ptr<storage<P>> s;
   if (Status st = storage<P>::open_file(options, path, &s); !st.ok()) return st;
   report->pool_size = s->size();

@@ -56,7 +56,12 @@ Status open_pool_file(const Options& options, const std::string& path,
   if (exists && options.error_if_exists) {
     return Status::InvalidArgument(path + ": exists (error_if_exists is set)");
   }
-  if (!exists) {
+  // `ec` is set only when not even the file's absence is known (a name too long, a
+  // directory that cannot be searched): pool::open reports why.
+  if (!exists && !ec) {
+    if (options.read_only) {
+      return Status::NotFound(path + ": no such pool (a read-only open never creates one)");
+    }
     if (!options.create_if_missing) {
       return Status::NotFound(path + ": no such pool (create_if_missing is not set)");
     }
@@ -69,7 +74,9 @@ Status open_pool_file(const Options& options, const std::string& path,
     out->emplace(std::move(*created));
     return Status::OK();
   }
-  auto opened = alloc::pool::open(path, engine_layout<Policy>());
+  auto opened = alloc::pool::open(path, engine_layout<Policy>(),
+                                 options.read_only ? alloc::pool_access::read_only
+                                                   : alloc::pool_access::read_write);
   if (!opened) return to_status(opened.error());
   out->emplace(std::move(*opened));
   return Status::OK();
@@ -147,6 +154,7 @@ class storage {
   std::uint64_t size() const { return pool_.size(); }
   std::uint64_t used() const { return heap_.stats().in_use_bytes; }
   std::string path() const { return pool_.name(); }
+  bool read_only() const { return pool_.access() == alloc::pool_access::read_only; }
 
  private:
   explicit storage(alloc::pool p) : pool_(std::move(p)), heap_(pool_) {}

@@ -1,0 +1,142 @@
+// Running out of DRAM is a Status, never an exception across the API: GetSnapshot returns
+// nullptr, NewIterator an iterator that is not Valid and whose status() is NoSpace.
+//
+// The allocation failure is injected by replacing the global operator new in this test
+// binary only (the engine is built exactly as for release): while a failing_allocations
+// scope lives on a thread, every operator new on that thread fails.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "engine_support.hpp"
+#include "flintkv/internal/no_memory_iterator.hpp"
+
+namespace {
+
+thread_local bool fail_allocations = false;
+
+class failing_allocations {
+ public:
+  failing_allocations() { fail_allocations = true; }
+  ~failing_allocations() { fail_allocations = false; }
+  failing_allocations(const failing_allocations&) = delete;
+  failing_allocations& operator=(const failing_allocations&) = delete;
+};
+
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (!fail_allocations) {
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  }
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return fail_allocations ? nullptr : std::malloc(n == 0 ? 1 : n);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return ::operator new(n, std::nothrow);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace flintkv_test;
+
+class OutOfMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Options o;
+    o.create_if_missing = true;
+    o.pool_size = 16 << 20;
+    ASSERT_TRUE(DB::Open(o, path_.str(), &db_).ok());
+    ASSERT_TRUE(db_->Put("k", "v").ok());
+  }
+
+  temp_pool_path path_{"out-of-memory"};
+  std::unique_ptr<DB> db_;
+};
+
+TEST_F(OutOfMemoryTest, GetSnapshotReturnsNullptr) {
+  const Snapshot* snap = nullptr;
+  bool threw = false;
+  {
+    failing_allocations scope;
+    try {
+      snap = db_->GetSnapshot();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+  }
+  EXPECT_FALSE(threw) << "std::bad_alloc crossed the API";
+  EXPECT_EQ(snap, nullptr);
+  db_->ReleaseSnapshot(nullptr);  // harmless
+  // With memory again, snapshots work.
+  snap = db_->GetSnapshot();
+  ASSERT_NE(snap, nullptr);
+  db_->ReleaseSnapshot(snap);
+}
+
+TEST_F(OutOfMemoryTest, NewIteratorReturnsAnInvalidIteratorWithNoSpace) {
+  ReadOptions bounded;
+  bounded.lower_bound = std::string(100, 'a');  // more than a string holds inline
+  for (const ReadOptions& options : {ReadOptions{}, bounded}) {
+    std::unique_ptr<Iterator> it;
+    bool threw = false, valid = true;
+    Status status;
+    {
+      failing_allocations scope;
+      try {
+        it = db_->NewIterator(options);
+        if (it) {
+          it->SeekToFirst();
+          valid = it->Valid();
+          it->Seek("k");
+          valid = valid || it->Valid();
+          status = it->status();
+        }
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+    }
+    EXPECT_FALSE(threw) << "std::bad_alloc crossed the API";
+    ASSERT_NE(it, nullptr);
+    EXPECT_FALSE(valid);
+    EXPECT_TRUE(status.IsNoSpace()) << status.ToString();
+  }
+  // With memory again, iterators work.
+  auto it = db_->NewIterator();
+  it->SeekToFirst();
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->key(), "k");
+}
+
+// With no heap at all, the iterators come from a reserve of kReserve, which their
+// destruction returns.
+TEST_F(OutOfMemoryTest, TheReserveOfIteratorsIsReturned) {
+  constexpr std::size_t n = internal::no_memory_iterator::kReserve;
+  std::vector<std::unique_ptr<Iterator>> held;
+  held.reserve(n + 1);
+  for (int round = 0; round < 2; ++round) {
+    {
+      failing_allocations scope;
+      for (std::size_t i = 0; i <= n; ++i) held.push_back(db_->NewIterator());
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_NE(held[i], nullptr) << "round " << round << ", iterator " << i;
+      EXPECT_TRUE(held[i]->status().IsNoSpace());
+    }
+    EXPECT_EQ(held[n], nullptr) << "the reserve holds " << n;
+    held.clear();
+  }
+}
+
+}  // namespace
