@@ -21,6 +21,12 @@
 //  (3) attach (batch): commit_version and batch_mode=1 fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode=0 fenced; then visible_version.
 //  (4) Recovery rebuilds the index, visible_version and the allocator's free space.
+//  (5) Hand-offs, in both modes: advertising a slot, publishing visible_version and marking
+//      a slot done are stores outside the P-V layer that let other threads reach persistent
+//      data, so each is preceded by io::hand_off(), the fence of the calling thread's pending
+//      write-backs (mode.hpp). Without it, in automatic mode, a combiner links a node whose
+//      bytes are still in flight, and a reader or the writer sees a version whose link is not
+//      durable.
 #pragma once
 
 #include <immintrin.h>
@@ -621,6 +627,7 @@ class engine final : public DB {
   // Advertises the slot's update and waits until a combiner (maybe this thread) attached it.
   // Returns false if its neighbours were stale: locate and prepare again.
   bool attach(slot& me) {
+    io::hand_off();  // the combiner may link the node as soon as it sees the slot
     me.state.store(slot_state::ready, std::memory_order_release);
     for (unsigned spins = 0;; ++spins) {
       slot_state st = me.state.load(std::memory_order_acquire);
@@ -654,6 +661,7 @@ class engine final : public DB {
     std::uint64_t version = next_version_ + 1;
     if (!link(u, version)) return false;
     io::fence();  // the one fence of an attached put
+    io::hand_off();  // covers the slot's `done` too
     next_version_ = version;
     visible_version_.store(version, std::memory_order_release);
     return true;
@@ -681,6 +689,7 @@ class engine final : public DB {
     io::put(r.batch_mode, word63{0});
     io::flush(r.batch_mode);
     io::fence();
+    io::hand_off();  // covers the slot's `done` too
     next_version_ = version;
     visible_version_.store(version, std::memory_order_release);
     return true;
