@@ -21,12 +21,12 @@
 //  (3) attach (batch): commit_version and batch_mode=1 fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode=0 fenced; then visible_version.
 //  (4) Recovery rebuilds the index, visible_version and the allocator's free space.
-//  (5) Hand-offs, in both modes: advertising a slot, publishing visible_version and marking
-//      a slot done are stores outside the P-V layer that let other threads reach persistent
-//      data, so each is preceded by io::hand_off(), the fence of the calling thread's pending
-//      write-backs (mode.hpp). Without it, in automatic mode, a combiner links a node whose
-//      bytes are still in flight, and a reader or the writer sees a version whose link is not
-//      durable.
+//  (5) Hand-offs: advertising a slot, publishing visible_version and marking a slot done
+//      are stores outside the P-V layer that let other threads reach persistent data, so
+//      each is preceded by io::hand_off() (mode.hpp): in automatic mode the fence of the
+//      calling thread's pending write-backs; in manual mode (1)-(3) have fenced them. Without
+//      it, in automatic mode, a combiner links a node whose bytes are still in flight, and a
+//      reader or the writer sees a version whose link is not durable.
 #pragma once
 
 #include <immintrin.h>

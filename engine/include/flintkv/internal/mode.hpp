@@ -17,10 +17,10 @@
 // publishing visible_version and marking a slot done (std::atomic stores in DRAM). For the
 // P-V contract they are shared stores all the same, and a shared store is preceded by the
 // fence of the thread's pending write-backs: the engine calls hand_off() right before each.
-// In automatic mode that is the policy's fence_pending() (the bytes written by put_bytes and
-// the private write-backs whose fence the layer defers to "the next shared store"); in
-// manual mode the engine's own fence already stands right before every hand-off, and
-// hand_off() adds nothing.
+// In automatic mode that is the policy's fence_pending(): it completes the write-backs whose
+// fence the layer defers to the thread's next shared store or completion (the lines written
+// by put_bytes, and under `plain` the p-stores' own). In manual mode the engine's own fence
+// already stands right before every hand-off, and hand_off() adds nothing.
 #pragma once
 
 #include <cstddef>
