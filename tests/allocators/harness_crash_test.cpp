@@ -43,7 +43,8 @@ TEST(PoolMapTest, WorkloadsOfManySeedsFitTheRegion) {
   using P = on_model<test_hashed>;
   const crashtest::workload_config work = map_config<P>("", 1, 0, 1).work;
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
-    const crashtest::workload w = crashtest::make_workload(work, crashtest::workload_family::set, seed);
+    const crashtest::workload w =
+        crashtest::make_workload(work, crashtest::workload_family::set, seed);
     pv::model m(pool_map<P>::region_bytes);
     pv::scoped_activation active(m);
     pool_map<P> map(m, crashtest::start::fresh);
