@@ -5,7 +5,8 @@
 //   insert: allocate a block (several classes, sometimes a large block), write the entry,
 //           publish it with a CAS on the key's slot (free the block if the key was taken);
 //   remove: exchange the slot with null, complete (the unlink is durable), retire the block
-//           to the epoch domain, which frees it into the allocator once no reader holds it;
+//           to the epoch domain and collect, which frees it into the allocator once no
+//           reader holds it;
 //   get:    pinned, read the slot and the entry (an entry that does not check out means a
 //           block was reclaimed under a reader: the operation throws).
 //
@@ -35,7 +36,12 @@ class pool_map {
  public:
   static constexpr bool ordered = true;
   static constexpr std::uint64_t max_keys = 64;
-  // A pool of 16 chunks: room for every live entry and the threads' caches.
+  // A pool of 16 chunks. What it must hold at once: the live entries (at most two large
+  // blocks of two chunks each, and small blocks that fit a chunk per class), each writer's
+  // partly used chunk per small class (3 classes), and the blocks retired but not yet
+  // reclaimed. remove() collects after every retirement, so those are the blocks of the last
+  // two epochs: a few per writer, not the 32 a thread may retire between collections
+  // otherwise (which, with large blocks among them, filled the pool: issue 10, defect 8).
   static constexpr std::size_t region_bytes = alloc::format::chunk_table_offset +
                                               alloc::format::page_size +
                                               16 * alloc::format::chunk_size;
@@ -53,7 +59,7 @@ class pool_map {
       const alloc::pptr<> b = slot.load(flit::volatile_, flit::private_);
       if (!b) continue;
       const std::uint64_t value = read_entry(b, key, "recovery");
-      finish(heap_.mark_live(b, block_size(value)));
+      finish(heap_.mark_live(b, block_size(key, value)));
       live.push_back(b);
     }
     finish(heap_.finish_recovery());
@@ -66,7 +72,7 @@ class pool_map {
       Policy::operation_completion();
       return false;
     }
-    auto b = heap_.allocate(block_size(value));
+    auto b = heap_.allocate(block_size(key, value));
     if (!b) throw std::length_error(b.error().to_string());
     const entry e{key, value, key ^ value ^ magic};
     Policy::write_range(pool_.get(*b), &e, sizeof e, flit::persisted);
@@ -82,6 +88,7 @@ class pool_map {
     Policy::operation_completion();  // the unlink is durable before the block is retired
     if (!old) return false;
     domain_.retire(heap_, old);
+    domain_.collect();  // keeps what waits for reclamation small (see region_bytes)
     return true;
   }
 
@@ -127,9 +134,11 @@ class pool_map {
     if (key == 0 || key > max_keys) throw std::out_of_range("pool_map: key out of range");
     return key;
   }
-  // Several small classes, and now and then a large block of two chunks.
-  static std::size_t block_size(std::uint64_t value) {
-    return value % 11 == 0 ? 70000 : sizeof(entry) + (value % 3) * 300;
+  // Several small classes, and now and then a large block of two chunks, only for keys
+  // that are multiples of 8 (so at most two are live: see region_bytes).
+  static std::size_t block_size(std::uint64_t key, std::uint64_t value) {
+    if (key % 8 == 0 && value % 3 == 0) return 70000;
+    return sizeof(entry) + (value % 3) * 300;
   }
 
   std::uint64_t read_entry(alloc::pptr<> b, std::uint64_t key, const char* where) const {

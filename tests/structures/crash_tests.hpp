@@ -1,6 +1,7 @@
 // Crash campaigns (the harness of tests/crash) on a structure: single-threaded, and with two
 // writers and a reader; the map checker must find no violation. Each structure's test file
-// instantiates the suite for every persistent mode, each under two counter placements.
+// instantiates the suite for every persistent mode under every persistent counter placement
+// (support.hpp, persistent_configs): the structures' crash matrix.
 //
 // The structure lives in a pool laid over the pv model's region (structures::pool_memory):
 // start::fresh creates the pool and the structure and records its root; start::recover
@@ -74,7 +75,7 @@ class CrashTest : public ::testing::Test {
               .key_space = 8,
               .put_percent = 50,
               .del_percent = 35};
-    c.region_bytes = 1 << 20;
+    c.region_bytes = 512 << 10;  // each image is this large: smaller is faster
     c.points = 40;
     c.random_images = 1;
     if (writers > 1) c.stall_ops = 2;

@@ -1,5 +1,5 @@
 // structures::hash_table: the model and stress suites in every mode and placement, crash
-// campaigns in every persistent mode under two placements.
+// campaigns in every persistent mode under every persistent placement.
 #include "crash_tests.hpp"
 #include "structure_tests.hpp"
 
@@ -12,10 +12,7 @@ using every_config = all_configs<hash_table>;
 INSTANTIATE_TYPED_TEST_SUITE_P(HashTable, ModelTest, every_config, config_names);
 INSTANTIATE_TYPED_TEST_SUITE_P(HashTable, StressTest, every_config, config_names);
 
-using crash_configs = ::testing::Types<
-    on<hash_table, automatic, test_hashed>, on<hash_table, automatic, flit::plain>,
-    on<hash_table, traversal, test_hashed>, on<hash_table, traversal, flit::adjacent>,
-    on<hash_table, manual, flit::adjacent>, on<hash_table, manual, flit::link_and_persist>>;
+using crash_configs = persistent_configs<hash_table>;
 INSTANTIATE_TYPED_TEST_SUITE_P(HashTable, CrashTest, crash_configs, config_names);
 
 }  // namespace

@@ -1,5 +1,5 @@
 // structures::skiplist: the model and stress suites in every mode and placement, crash
-// campaigns in every persistent mode under two placements, and the in-flight test.
+// campaigns in every persistent mode under every persistent placement, and the in-flight test.
 #include "crash_tests.hpp"
 #include "in_flight_tests.hpp"
 #include "structure_tests.hpp"
@@ -13,10 +13,7 @@ using every_config = all_configs<skiplist>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Skiplist, ModelTest, every_config, config_names);
 INSTANTIATE_TYPED_TEST_SUITE_P(Skiplist, StressTest, every_config, config_names);
 
-using crash_configs = ::testing::Types<
-    on<skiplist, automatic, test_hashed>, on<skiplist, automatic, flit::link_and_persist>,
-    on<skiplist, traversal, flit::adjacent>, on<skiplist, traversal, flit::plain>,
-    on<skiplist, manual, test_hashed>, on<skiplist, manual, flit::adjacent>>;
+using crash_configs = persistent_configs<skiplist>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Skiplist, CrashTest, crash_configs, config_names);
 
 using in_flight_configs = ::testing::Types<

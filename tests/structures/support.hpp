@@ -83,16 +83,27 @@ using on_model = flit::policy<Placement, pv::model_backend>;
 template <template <class, class, class> class S, class Mode, class Placement>
 using on = config<S, Mode, on_model<Placement>>;
 
-// Each persistent mode under each persistent placement, plus `original`.
+// The crash matrix of a structure: each persistent mode under each persistent placement.
 template <template <class, class, class> class S>
-using all_configs = ::testing::Types<
-    on<S, structures::original, test_hashed>,
+using persistent_configs = ::testing::Types<
     on<S, structures::automatic, test_hashed>, on<S, structures::automatic, flit::adjacent>,
     on<S, structures::automatic, flit::plain>, on<S, structures::automatic, flit::link_and_persist>,
     on<S, structures::traversal, test_hashed>, on<S, structures::traversal, flit::adjacent>,
     on<S, structures::traversal, flit::plain>, on<S, structures::traversal, flit::link_and_persist>,
     on<S, structures::manual, test_hashed>, on<S, structures::manual, flit::adjacent>,
     on<S, structures::manual, flit::plain>, on<S, structures::manual, flit::link_and_persist>>;
+
+template <class T, class List>
+struct prepend;
+template <class T, class... Ts>
+struct prepend<T, ::testing::Types<Ts...>> {
+  using type = ::testing::Types<T, Ts...>;
+};
+
+// The model and stress suites: the crash matrix plus `original`.
+template <template <class, class, class> class S>
+using all_configs =
+    typename prepend<on<S, structures::original, test_hashed>, persistent_configs<S>>::type;
 
 // Test names: "<mode>_<placement>".
 struct config_names {

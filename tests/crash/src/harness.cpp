@@ -797,11 +797,14 @@ campaign_result run_campaign(const campaign_config& config, workload_family fami
   if (auto seed = env_number("CRASH_SEED")) c.workload_seed = *seed;
   std::uint64_t seeds = env_number("CRASH_SEEDS").value_or(1);
   if (seeds == 0) throw std::invalid_argument("CRASH_SEEDS=0: at least one seed");
-  if (seeds == 1 || env_replay()) return campaign(c, family, run, recover, check).run();
-  // One campaign per seed, added up.
+  const std::uint64_t min_images = env_number("CRASH_MIN_IMAGES").value_or(c.min_images);
+  if ((seeds == 1 && min_images == 0) || env_replay()) {
+    return campaign(c, family, run, recover, check).run();
+  }
+  // One campaign per seed, added up: `seeds` of them, and more until min_images were checked.
   campaign_result total;
   const std::uint64_t first = c.workload_seed;
-  for (std::uint64_t s = 0; s < seeds; ++s) {
+  for (std::uint64_t s = 0; s < seeds || total.images < min_images; ++s) {
     c.workload_seed = first + s;
     campaign_result r = campaign(c, family, run, recover, check).run();
     total.events += r.events;
@@ -815,6 +818,8 @@ campaign_result run_campaign(const campaign_config& config, workload_family fami
       if (total.failures.size() < 20) total.failures.push_back(std::move(f));
     }
     if (c.stop_after_failures != 0 && total.failed >= c.stop_after_failures) break;
+    // Past the seeds asked for, a seed that checks nothing (its run failed) ends the search.
+    if (r.images == 0 && s + 1 >= seeds) break;
   }
   std::ostringstream line;
   line << "crash: " << c.subject << " " << c.config << ": " << total.points << " points, "

@@ -26,6 +26,12 @@
 //      computed from the caller's bytes and written in the node's own lines: no extra
 //      write-back or fence.
 //  (6) With Options::read_only nothing is written to the pool, by recovery either.
+//  (7) Hand-offs: advertising a slot, publishing visible_version and marking a slot done
+//      are stores outside the P-V layer that let other threads reach persistent data, so
+//      each is preceded by io::hand_off() (mode.hpp): in automatic mode the fence of the
+//      calling thread's pending write-backs; in manual mode (1)-(3) have fenced them. Without
+//      it, in automatic mode, a combiner links a node whose bytes are still in flight, and a
+//      reader or the writer sees a version whose link is not durable.
 #pragma once
 
 #include <immintrin.h>
@@ -546,6 +552,7 @@ class engine final : public DB {
   // (done), found its neighbours stale (failed: locate and prepare again) or had no version
   // left to give it (exhausted).
   slot_state attach(slot& me) {
+    io::hand_off();  // the combiner may link the node as soon as it sees the slot
     me.state.store(slot_state::ready, std::memory_order_release);
     for (unsigned spins = 0;; ++spins) {
       slot_state st = me.state.load(std::memory_order_acquire);
@@ -582,6 +589,7 @@ class engine final : public DB {
     std::uint64_t version = next_version_ + 1;
     if (!link(u, version)) return false;
     io::fence();  // the one fence of an attached put
+    io::hand_off();  // covers the slot's `done` too
     next_version_ = version;
     visible_version_.store(version, std::memory_order_release);
     return true;
@@ -609,6 +617,7 @@ class engine final : public DB {
     io::put(r.batch_mode, kBatchIdle);
     io::flush(r.batch_mode);
     io::fence();
+    io::hand_off();  // covers the slot's `done` too
     next_version_ = version;
     visible_version_.store(version, std::memory_order_release);
     return true;

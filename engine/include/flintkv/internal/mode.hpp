@@ -11,6 +11,16 @@
 //             flush of its own: durability follows from the P-V interface alone (every store
 //             is persisted before the next shared store and before the operation completes).
 //             Simpler to reason about, and more fences.
+//
+// Hand-offs. Some stores that pass persistent data to another thread are not made through
+// the P-V layer: a writer advertising its prepared node in its combiner slot, the combiner
+// publishing visible_version and marking a slot done (std::atomic stores in DRAM). For the
+// P-V contract they are shared stores all the same, and a shared store is preceded by the
+// fence of the thread's pending write-backs: the engine calls hand_off() right before each.
+// In automatic mode that is the policy's fence_pending(): it completes the write-backs whose
+// fence the layer defers to the thread's next shared store or completion (the lines written
+// by put_bytes, and under `plain` the p-stores' own). In manual mode the engine's own fence
+// already stands right before every hand-off, and hand_off() adds nothing.
 #pragma once
 
 #include <cstddef>
@@ -70,6 +80,12 @@ struct durable {
   // Orders and completes this thread's write-backs; manual mode only.
   static void fence() {
     if constexpr (Mode::explicit_flushes) Policy::pfence();
+  }
+  // Before a store outside the P-V layer that lets another thread reach what this thread
+  // wrote: completes this thread's pending write-backs (automatic mode; in manual mode the
+  // engine has fenced them already).
+  static void hand_off() {
+    if constexpr (!Mode::explicit_flushes) Policy::fence_pending();
   }
   // The end of an engine operation: whatever the mode left unfenced is fenced.
   static void complete() { Policy::operation_completion(); }

@@ -32,7 +32,8 @@
 //
 // Environment: CRASH_POINTS=n overrides `points` of every campaign; CRASH_SEED=s overrides
 // the workload seed; CRASH_SEEDS=n runs each campaign over n workload seeds from there (the
-// long campaign) and adds the results up; CRASH_REPLAY=event:writeback:seed checks that one
+// long campaign) and adds the results up; CRASH_MIN_IMAGES=n (or config.min_images) runs
+// further seeds until at least n images were checked; CRASH_REPLAY=event:writeback:seed checks that one
 // image only and prints the history and the recovered state.
 //
 // Thread safety: run campaigns from one thread (they fork). The subject's operations are
@@ -148,6 +149,9 @@ struct campaign_config {
   // what they observe of its unfinished operation is in the history.
   unsigned stall_ops = 0;
   std::chrono::milliseconds stall_timeout{10};
+  // Run workload seeds from workload_seed on until at least this many images were checked
+  // (0: one seed; CRASH_MIN_IMAGES overrides). The long suite's per-campaign budget.
+  std::size_t min_images = 0;
   std::size_t stop_after_failures = 0;  // stop the campaign after this many (0: never)
   std::size_t max_state_entries = 1 << 14;  // capacity for a recovered state
   bool print_failures = true;  // print each failure (the first few in full)
