@@ -31,6 +31,10 @@ namespace in = flintkv::internal;
 TEST(ChecksumTest, Crc32cIsTheStandardOneInBothForms) {
   const std::string check = "123456789";
   EXPECT_EQ(~in::crc32c(~0u, check.data(), check.size()), 0xE3069283u);  // CRC-32C check value
+  // The table (compile time) and the instruction (run time) agree.
+  constexpr std::uint64_t w = 0x0123456789abcdefULL;
+  constexpr std::uint32_t at_compile_time = in::crc32c_word(0x12345678u, w);
+  EXPECT_EQ(at_compile_time, in::crc32c(0x12345678u, &w, sizeof w));
   std::mt19937_64 rng(1);
   for (int i = 0; i < 1000; ++i) {
     const std::uint64_t w = rng();
