@@ -74,9 +74,6 @@ class recovery {
     std::vector<node_offset> reset;  // nodes with placement metadata in the pool
     bool reset_root = false;
     bool clear_batch = false;
-    bool empty() const {
-      return link_around.empty() && dead.empty() && reset.empty() && !reset_root && !clear_batch;
-    }
   };
 
   // Validates the store in `s` and feeds the index builder: visitor.head(offset) once, then
