@@ -179,6 +179,9 @@ constexpr std::uint64_t node_check_of(word63 w) { return w.bits >> kNodeCheckShi
 inline std::uint64_t node_checksum(node_offset at, std::uint64_t sizes, std::string_view key,
                                    std::string_view value) {
   std::uint32_t c = crc32c_word(crc32c_word(0xffffffffu, at.value), sizes & kSizesMask);
+  if (value.data() == key.data() + key.size()) {  // in the node: one pass over both
+    return crc32c(c, key.data(), key.size() + value.size()) & kNodeCheckMask;
+  }
   c = crc32c(c, key.data(), key.size());
   return crc32c(c, value.data(), value.size()) & kNodeCheckMask;
 }
