@@ -38,7 +38,18 @@ struct Stats {
   // The newest version visible to readers; keys' newest versions in the store.
   std::uint64_t visible_version = 0;
   std::uint64_t live_keys = 0;         // keys whose newest version is not a delete
-  std::uint64_t versions = 0;          // persistent nodes (every version of every key)
+  std::uint64_t keys = 0;              // keys in the index: live ones and deleted ones whose
+                                       // delete is not reclaimed yet
+  std::uint64_t versions = 0;          // versions in the store (persistent nodes)
+  // Versions other than the newest live version of each key (older versions and deletes):
+  // reclaimed once no reader can see them (a snapshot or iterator may hold them).
+  std::uint64_t obsolete_versions = 0;
+  // The oldest version a reader may still read: the oldest live snapshot or iterator, else
+  // the visible version (as of the last reclamation pass).
+  std::uint64_t watermark = 0;
+  std::uint64_t snapshots = 0;         // live snapshots and iterators
+  // Reclamation since Open: versions unlinked and freed, their nodes' bytes, and passes.
+  std::uint64_t reclaimed_versions = 0, reclaimed_bytes = 0, reclamation_passes = 0;
   std::uint64_t pool_size = 0, pool_used = 0;
   std::string granularity;             // persistence granularity of the pool's mapping
   std::string configuration;           // durability mode, counter placement, flush backend
