@@ -35,11 +35,14 @@ std::string newer_of(int i) { return "newer-" + value_of(i); }
 
 // Keys 0..59 with value_of; every third one overwritten with newer_of; keys 7, 17, ...
 // deleted; a batch of keys 60..69 that also deletes key 1; a large value (a block of two
-// chunks), a 5000-byte value and an empty one.
+// chunks), a 5000-byte value and an empty one. The file is left as a crash leaves it while a
+// snapshot of the empty store is held: every version written is still in the pool (closing
+// the store would drop every version but the newest of each key).
 model make_store(const std::string& path) {
   model m;
   std::unique_ptr<DB> db;
   EXPECT_TRUE(DB::Open(creating(), path, &db).ok());
+  const Snapshot* everything = db->GetSnapshot();
   auto put = [&](const std::string& k, const std::string& v) {
     EXPECT_TRUE(db->Put(k, v).ok());
     m.live[k] = v;
@@ -67,6 +70,10 @@ model make_store(const std::string& path) {
   put("large", std::string(100000, 'L'));
   put("medium", std::string(5000, 'M'));
   put("empty", "");
+  const std::vector<char> crashed = read_file(path);  // no write is in flight
+  db->ReleaseSnapshot(everything);
+  db.reset();
+  write_file(path, crashed);
   return m;
 }
 

@@ -1,19 +1,22 @@
-// The FlintKV engine: a DRAM skiplist index over a sorted persistent list of versioned
-// nodes, updated in four phases (locate, prepare, attach by flat combining, promote).
-// See docs/engine-design.md for the algorithm and the recovery argument.
+// The FlintKV engine: a DRAM skiplist index with one entry per key (its versions chained,
+// index.hpp) over a sorted persistent list of versioned nodes, updated in three phases
+// (locate, prepare, attach by flat combining, combiner.hpp), with the versions no reader can
+// see reclaimed between combining passes (reclamation.hpp). Recovery: recovery.hpp;
+// iteration: iterator.hpp. See docs/engine-design.md for the algorithm and its arguments.
 //
 // Thread safety: every public member may be called by any number of threads at once.
-//  - locate, prepare and promote run lock-free on the calling thread;
-//  - attach runs under the combiner lock, by whichever thread holds it, for every thread
-//    that advertised a prepared update in its slot;
-//  - readers take visible_version once and ignore newer versions; they take no lock.
+//  - locate and prepare run lock-free on the calling thread;
+//  - attach and reclamation run under the combiner lock, by whichever thread holds it;
+//  - readers take visible_version once and ignore newer versions; they take no lock, and
+//    run pinned in the storage's epoch domain (so do writers, from locate to attach).
 // Invariants:
 //  (1) visible_version is written only by the combiner, and only after every node with a
 //      version at or below it is durably linked.
-//  (2) Level 0 of the index and the persistent list are written only under the combiner
+//  (2) The index's structure and the persistent list are written only under the combiner
 //      lock (or by recovery before the engine is shared).
-//  (3) Every node in the index is durably linked, or is being attached by the current
+//  (3) Every version in the index is durably linked, or is being attached by the current
 //      combiner with a version above visible_version.
+//  (4) No version a live reader can read is dropped (reclamation.hpp, invariant (1)).
 // Persistence (manual mode; automatic mode makes every access a p-instruction instead):
 //  (1) prepare: node body and successor written back and fenced before advertising.
 //  (2) attach (put): version and predecessor's link written back, then one fence, then
@@ -21,17 +24,18 @@
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode idle fenced; then visible_version.
 //  (4) Recovery validates the whole store before it writes (recovery.hpp), then rebuilds the
-//      index, visible_version and the allocator's free space.
+//      index with its chains, visible_version and the allocator's free space.
 //  (5) Every word written is self-checking and every node carries its checksum (layout.hpp),
 //      computed from the caller's bytes and written in the node's own lines: no extra
 //      write-back or fence.
-//  (6) With Options::read_only nothing is written to the pool, by recovery either.
-//  (7) Hand-offs: advertising a slot, publishing visible_version and marking a slot done
-//      are stores outside the P-V layer that let other threads reach persistent data, so
-//      each is preceded by io::hand_off() (mode.hpp): in automatic mode the fence of the
-//      calling thread's pending write-backs; in manual mode (1)-(3) have fenced them. Without
-//      it, in automatic mode, a combiner links a node whose bytes are still in flight, and a
-//      reader or the writer sees a version whose link is not durable.
+//  (6) With Options::read_only nothing is written to the pool, by recovery either, and
+//      nothing is reclaimed.
+//  (7) Hand-offs: advertising a slot, publishing visible_version, marking a slot done and
+//      freeing a block are stores outside the P-V layer that let other threads reach
+//      persistent data, so each is preceded by io::hand_off() (mode.hpp; io::before_free()
+//      for frees): in automatic mode the fence of the calling thread's pending write-backs;
+//      in manual mode (1)-(3) and the reclamation's fence have fenced them.
+//  (8) Reclamation: unlinks written back, one fence, then blocks freed (reclamation.hpp).
 #pragma once
 
 #include <immintrin.h>
@@ -45,17 +49,21 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "flintkv/db.hpp"
+#include "flintkv/internal/combiner.hpp"
 #include "flintkv/internal/counter.hpp"
 #include "flintkv/internal/index.hpp"
+#include "flintkv/internal/iterator.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
-#include "flintkv/internal/recovery.hpp"
 #include "flintkv/internal/no_memory_iterator.hpp"
+#include "flintkv/internal/reclamation.hpp"
+#include "flintkv/internal/recovery.hpp"
 
 namespace flintkv::internal {
 
@@ -67,6 +75,8 @@ concept engine_storage = recovery_storage<S> &&
   s.free(off);
   { s.dram_allocate(n) } -> std::same_as<void*>;
   s.dram_free(p, n);
+  s.retire_dram(p, n);
+  s.epochs().pin();
   { cs.granularity() } -> std::convertible_to<std::string>;
   { cs.size() } -> std::convertible_to<std::uint64_t>;
   { cs.used() } -> std::convertible_to<std::uint64_t>;
@@ -87,6 +97,9 @@ class engine final : public DB {
   using node = pnode<P>;
   using root_t = root<P>;
   using recovery_t = recovery<P, M>;
+  using reclaimer_t = reclaimer<P, M, Storage>;
+  using iterator_t = engine_iterator<engine>;
+  friend iterator_t;
   static_assert(layout_pinned<P>());
 
  public:
@@ -105,10 +118,24 @@ class engine final : public DB {
   }
 
   ~engine() override {
-    // Every version is durable already; only DRAM is released here.
-    inode* n = index_ ? index_->head() : nullptr;  // none if recovery failed
+    if (index_ == nullptr) return;  // recovery failed before building the index
+    // No reader is left (snapshots and iterators go before the DB): everything a newer
+    // version or a delete made obsolete is dropped, so the pool holds live data only.
+    if (!read_only_) {
+      const std::uint64_t w =
+          std::min(next_version_, registry_.oldest().value_or(UINT64_MAX));
+      apply(reclaimer_.pass(*index_, w, SIZE_MAX));
+      io::complete();
+    }
+    reclaimer_.clear();
+    inode* n = index_->head();
     while (n != nullptr) {
       inode* next = n->load_next(0);
+      for (vrec* r = n->older.load(std::memory_order_relaxed); r != nullptr;) {
+        vrec* older = r->older.load(std::memory_order_relaxed);
+        storage_->dram_free(r, sizeof(vrec));
+        r = older;
+      }
       storage_->dram_free(n, n->size());
       n = next;
     }
@@ -133,42 +160,63 @@ class engine final : public DB {
   Status Get(std::string_view key, std::string* value, const ReadOptions& options) override {
     return guarded([&]() -> Status {
       if (Status s = check_key(key); !s.ok()) return s;
-      std::uint64_t vv = read_version(options);
+      auto pinned = pin();  // before the visible version is read: reclamation.hpp
+      const std::uint64_t vv = read_version(options);
       gets_.add();
-      inode* n = index_->seek(key, vv);
-      if (n == nullptr || !same_key(n->key(), key) || n->tombstone) {
-        return Status::NotFound(key.substr(0, 64));
-      }
+      const inode* n = index_->find(key);
+      const std::optional<version_ref> v = n != nullptr ? n->visible_at(vv) : std::nullopt;
+      if (!v || v->tombstone) return Status::NotFound(key.substr(0, 64));
       if (options.verify_checksums) {
-        if (Status s = verify(n); !s.ok()) return s;
+        if (Status s = verify(n, *v); !s.ok()) return s;
       }
       if (value != nullptr) {
-        std::string_view v = value_of(n);
-        value->assign(v.data(), v.size());
+        std::string_view bytes = value_of(n, *v);
+        value->assign(bytes.data(), bytes.size());
       }
       io::complete();
       return Status::OK();
     });
   }
 
-  // A snapshot is its version: readers through it ignore every newer one. (Nothing else
-  // needs to know which versions are held until old versions are garbage-collected.)
-  // nullptr when out of DRAM.
+  // A snapshot is its version, registered until it is released: the versions it reads are
+  // kept. nullptr when out of DRAM.
   const Snapshot* GetSnapshot() override {
-    return new (std::nothrow) snapshot_impl(visible_version_.load(std::memory_order_acquire));
+    std::uint64_t v;
+    try {
+      v = registry_.enter(visible_version_);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
+    auto* snapshot = new (std::nothrow) snapshot_impl(v);
+    if (snapshot == nullptr) registry_.leave(v);
+    return snapshot;
   }
 
   void ReleaseSnapshot(const Snapshot* snapshot) override {
+    if (snapshot == nullptr) return;
+    registry_.leave(snapshot->version());
     delete static_cast<const snapshot_impl*>(snapshot);
   }
 
   // Out of DRAM: an iterator over nothing whose status() is NoSpace.
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override {
+    std::uint64_t version = 0;
     try {
-      auto it = std::make_unique<iterator_impl>(this, read_version(options), options);
+      if (options.snapshot != nullptr) {
+        version = options.snapshot->version();
+        registry_.enter_at(version);
+      } else {
+        version = registry_.enter(visible_version_);
+      }
+    } catch (const std::bad_alloc&) {
+      return no_memory_iterator::make();
+    }
+    try {
+      auto it = std::make_unique<iterator_t>(this, version, options);  // takes the registration
       iterators_.add();
       return it;
     } catch (const std::bad_alloc&) {
+      registry_.leave(version);
       return no_memory_iterator::make();
     }
   }
@@ -185,7 +233,14 @@ class engine final : public DB {
     s.pfence = c.pfence;
     s.visible_version = visible_version_.load(std::memory_order_acquire);
     s.live_keys = live_keys_.load(std::memory_order_relaxed);
+    s.keys = keys_.load(std::memory_order_relaxed);
     s.versions = versions_.load(std::memory_order_relaxed);
+    s.obsolete_versions = s.versions - std::min(s.versions, s.live_keys);
+    s.watermark = reclaimer_.last_watermark();
+    s.snapshots = registry_.count();
+    s.reclaimed_versions = reclaimer_.reclaimed_versions();
+    s.reclaimed_bytes = reclaimer_.reclaimed_bytes();
+    s.reclamation_passes = reclaimer_.passes();
     s.pool_size = storage_->size();
     s.pool_used = storage_->used();
     s.granularity = storage_->granularity();
@@ -206,9 +261,12 @@ class engine final : public DB {
   // Test hook: the newest visible version of `key` (nullopt if none or deleted), with its
   // version number, read as Get reads it.
   std::optional<std::pair<std::string, std::uint64_t>> TEST_read(std::string_view key) const {
-    inode* n = index_->seek(key, visible_version_.load(std::memory_order_acquire));
-    if (n == nullptr || !same_key(n->key(), key) || n->tombstone) return std::nullopt;
-    return std::pair{std::string(value_of(n)), n->version};
+    auto pinned = pin();
+    const inode* n = index_->find(key);
+    if (n == nullptr) return std::nullopt;
+    auto v = n->visible_at(visible_version_.load(std::memory_order_acquire));
+    if (!v || v->tombstone) return std::nullopt;
+    return std::pair{std::string(value_of(n, *v)), v->version};
   }
 
   // Test hook: every live key with its newest visible value and version, in key order.
@@ -217,15 +275,37 @@ class engine final : public DB {
     std::uint64_t version;
   };
   std::vector<TEST_entry> TEST_state() const {
+    auto pinned = pin();
     std::vector<TEST_entry> out;
     const std::uint64_t vv = visible_version_.load(std::memory_order_acquire);
-    std::string_view last_key;
-    bool have_key = false;
     for (inode* n = index_->head()->load_next(0); n != nullptr; n = n->load_next(0)) {
-      if (n->version > vv || (have_key && same_key(n->key(), last_key))) continue;
-      last_key = n->key();
-      have_key = true;
-      if (!n->tombstone) out.push_back({std::string(n->key()), std::string(value_of(n)), n->version});
+      auto v = n->visible_at(vv);
+      if (v && !v->tombstone) {
+        out.push_back({std::string(n->key()), std::string(value_of(n, *v)), v->version});
+      }
+    }
+    return out;
+  }
+
+  // Test hook: a reclamation pass after every `n`th combining pass (0: only when due), so
+  // tests meet reclamation at every step.
+  void TEST_reclaim_every(unsigned n) { test_reclaim_every_.store(n, std::memory_order_relaxed); }
+
+  // Test hook: reclaims everything the readers allow now (as a write that found the pool
+  // full does); returns the versions dropped. REQUIRES: the calling thread is not inside
+  // an operation of this engine.
+  std::uint64_t TEST_reclaim() { return reclaim_now(); }
+
+  // Test hook: the versions the index holds for `key`, newest first (empty if none).
+  std::vector<std::uint64_t> TEST_versions(std::string_view key) const {
+    auto pinned = pin();
+    std::vector<std::uint64_t> out;
+    vrec* chain = nullptr;
+    const inode* n = index_->find(key);
+    if (n == nullptr) return out;
+    out.push_back(n->newest(&chain).version);
+    for (vrec* r = chain; r != nullptr; r = r->older.load(std::memory_order_acquire)) {
+      out.push_back(r->version);
     }
     return out;
   }
@@ -243,49 +323,68 @@ class engine final : public DB {
     std::string_view key;
     std::string_view value;
     bool tombstone = false;
-    inode* index_node = nullptr;
+    inode* entry = nullptr;      // the key's index entry, if it had one when located
+    inode* fresh = nullptr;      // a new entry, for a key that has none
+    vrec* displaced = nullptr;   // a chain record, for the version this one displaces
     node* persistent = nullptr;
     node_offset offset{0};
+    node_offset succ{0};         // the successor written into the node
+    std::uint64_t version = 0;   // given by attach
+    bool out_of_pool = false;    // prepare found the pool full
     inode* preds[kMaxHeight];
     inode* succs[kMaxHeight];
   };
 
-  // failed: stale neighbours, locate and prepare again; exhausted: no version is left.
-  enum class slot_state : std::uint8_t { idle, ready, done, failed, exhausted };
-
-  struct alignas(64) slot {
-    std::atomic<bool> owned{false};
-    std::atomic<slot_state> state{slot_state::idle};
+  struct request {
     update* one = nullptr;                 // a put or delete
     std::vector<update>* batch = nullptr;  // or a batch
   };
+  using combiner_t = combiner<request>;
 
   // ---- construction and recovery ---------------------------------------------------------
 
   engine(std::unique_ptr<Storage> storage, const Options& options)
       : storage_(std::move(storage)),
-        slots_(std::max(1u, std::min(options.thread_slots, kMaxThreadSlots))),
+        combiner_(std::min(options.thread_slots, kMaxThreadSlots)),
+        reclaimer_(*storage_),
         read_only_(options.read_only) {}
 
   root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
   node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
+  auto pin() const { return storage_->epochs().pin(); }
+  const skiplist& index() const { return *index_; }
+  snapshot_registry& registry() const { return registry_; }
 
   // Validates the store (writing nothing), then repairs what a crash left and, for a new
   // store, initialises it. See recovery.hpp.
   Status recover() {
     auto start = std::chrono::steady_clock::now();
+    // Builds the index during the walk, in list order: a key's first node is its newest
+    // version, the following ones its chain. On an error the destructor frees what was built.
     struct index_builder {
       engine& e;
+      inode* last = nullptr;
+      vrec* chain_tail = nullptr;
       void head(node_offset h) { e.make_index(h); }
       void kept(node_offset off, std::string_view key, std::uint64_t version, bool tombstone,
                 std::size_t value_size) {
-        inode* in = e.make_index_node(key, off, tombstone, value_size);
-        in->version = version;
-        e.index_->append(in);
+        const version_ref v{version, off.value, static_cast<std::uint32_t>(value_size), tombstone};
+        if (last != nullptr && same_key(last->key(), key)) {
+          auto* r = new (e.storage_->dram_allocate(sizeof(vrec))) vrec{v.version, v.pnode,
+                                                                   v.value_size, v.tombstone};
+          (chain_tail != nullptr ? chain_tail->older : last->older)
+              .store(r, std::memory_order_relaxed);
+          if (chain_tail == nullptr && !e.read_only_) e.reclaimer_.note(last, last->unlocked_newest().version);
+          chain_tail = r;
+          last->tail_pnode = off.value;
+          return;
+        }
+        last = e.make_entry(key, v);
+        chain_tail = nullptr;
+        e.index_->append(last);
+        if (tombstone && !e.read_only_) e.reclaimer_.note(last, version);
       }
     };
-    // The index is built during the walk, in list order; on an error the destructor frees
-    // what was built.
     typename recovery_t::found found;
     typename recovery_t::plan repairs;
     if (Status s = recovery_t::validate(*storage_, index_builder{*this}, &found, &repairs);
@@ -304,6 +403,7 @@ class engine final : public DB {
     visible_version_.store(found.newest_version, std::memory_order_release);
     next_version_ = found.newest_version;
     live_keys_.store(found.live_keys, std::memory_order_relaxed);
+    keys_.store(found.keys, std::memory_order_relaxed);
     versions_.store(found.versions, std::memory_order_relaxed);
     recovered_versions_ = found.versions;
     io::complete();
@@ -341,7 +441,6 @@ class engine final : public DB {
     return Status::OK();
   }
 
- private:
   // ---- the write path --------------------------------------------------------------------
 
   static Status check_key(std::string_view key) {
@@ -360,6 +459,30 @@ class engine final : public DB {
     return Status::OK();
   }
 
+  // Returns what prepare took and attach did not use (everything, if never attached).
+  class spares {
+   public:
+    spares(engine& e, std::span<update> updates) : engine_(e), updates_(updates) {}
+    ~spares() {
+      for (update& u : updates_) engine_.release(u);
+    }
+    spares(const spares&) = delete;
+    spares& operator=(const spares&) = delete;
+
+   private:
+    engine& engine_;
+    std::span<update> updates_;
+  };
+
+  void release(update& u) {
+    if (u.persistent != nullptr && u.version == 0) storage_->free(u.offset);
+    u.persistent = nullptr;
+    if (u.fresh != nullptr) storage_->dram_free(u.fresh, u.fresh->size());
+    if (u.displaced != nullptr) storage_->dram_free(u.displaced, sizeof(vrec));
+    u.fresh = nullptr;
+    u.displaced = nullptr;
+  }
+
   Status write_one(std::string_view key, std::string_view value, bool tombstone) {
     if (Status s = check_key(key); !s.ok()) return s;
     if (Status s = check_value(value); !s.ok()) return s;
@@ -367,30 +490,36 @@ class engine final : public DB {
     u.key = key;
     u.value = value;
     u.tombstone = tombstone;
+    spares cleanup(*this, {&u, 1});
     Status s;
-    while (true) {
-      index_->locate(key, UINT64_MAX, u.preds, u.succs);
-      s = prepare(u);
-      if (!s.ok()) break;
-      io::fence();
-      slot_lease me(*this);
-      me->one = &u;
-      me->batch = nullptr;
-      const slot_state outcome = attach(*me);
-      if (outcome == slot_state::done) break;
-      if (outcome == slot_state::exhausted) {
-        discard(u);
-        s = exhausted_versions();
-        break;
-      }
+    for (bool reclaimed = false;;) {
+      s = try_write_one(u);
+      // The pool is full: reclaim what readers allow, and try again once if that freed any.
+      if (!u.out_of_pool || reclaimed || reclaim_now() == 0) break;
+      reclaimed = true;
+      u.out_of_pool = false;
     }
     if (s.ok()) {
-      index_->promote(u.index_node, u.preds);
       (tombstone ? deletes_ : puts_).add();
-      last_write_version_ = u.index_node->version;
+      last_write_version_ = u.version;
     }
     io::complete();
     return s;
+  }
+
+  Status try_write_one(update& u) {
+    auto pinned = pin();
+    while (true) {
+      locate(u);
+      if (Status s = prepare(u, true); !s.ok()) return s;
+      io::fence();
+      typename combiner_t::lease me(combiner_);
+      me->request = {&u, nullptr};
+      io::hand_off();  // the combiner may link the node as soon as it sees the slot
+      const slot_state outcome = attach(*me);
+      if (outcome == slot_state::done) return Status::OK();
+      if (outcome == slot_state::exhausted) return exhausted_versions();
+    }
   }
 
   Status write_batch(const WriteBatch& batch) {
@@ -403,43 +532,44 @@ class engine final : public DB {
     }
     if (last.empty()) return Status::OK();
     std::vector<update> updates(last.size());
+    spares cleanup(*this, updates);
     std::size_t i = 0;
-    Status s;
-    try {
-      for (auto& [key, e] : last) {
-        update& u = updates[i++];
-        u.key = key;
-        u.value = e->value;
-        u.tombstone = e->kind == WriteBatch::Kind::kDelete;
-        index_->locate(u.key, UINT64_MAX, u.preds, u.succs);
-        s = prepare(u);
-        if (!s.ok()) break;
-      }
-    } catch (...) {
-      for (update& u : updates) discard(u);
-      throw;
+    for (auto& [key, e] : last) {
+      update& u = updates[i++];
+      u.key = key;
+      u.value = e->value;
+      u.tombstone = e->kind == WriteBatch::Kind::kDelete;
     }
-    if (!s.ok()) {
-      for (update& u : updates) discard(u);
-      io::complete();
-      return s;
+    Status s;
+    for (bool reclaimed = false;;) {
+      s = try_write_batch(updates);
+      const bool full = std::any_of(updates.begin(), updates.end(),
+                                    [](const update& u) { return u.out_of_pool; });
+      if (!full || reclaimed || reclaim_now() == 0) break;
+      reclaimed = true;
+      for (update& u : updates) u.out_of_pool = false;
+    }
+    if (s.ok()) {
+      batches_.add();
+      last_write_version_ = updates.front().version;
+    }
+    io::complete();
+    return s;
+  }
+
+  Status try_write_batch(std::vector<update>& updates) {
+    auto pinned = pin();
+    for (update& u : updates) {
+      locate(u);
+      // Both kinds of DRAM: attach may find the key's entry gone or new (attach_batch).
+      if (Status s = prepare(u, false); !s.ok()) return s;
     }
     io::fence();  // one fence for every node of the batch
-    {
-      slot_lease me(*this);
-      me->one = nullptr;
-      me->batch = &updates;
-      // A batch is never sent back for stale neighbours (attach_batch retries them).
-      if (attach(*me) == slot_state::exhausted) {
-        for (update& u : updates) discard(u);
-        io::complete();
-        return exhausted_versions();
-      }
-    }
-    for (update& u : updates) index_->promote(u.index_node, u.preds);
-    batches_.add();
-    last_write_version_ = updates.front().index_node->version;
-    io::complete();
+    typename combiner_t::lease me(combiner_);
+    me->request = {nullptr, &updates};
+    io::hand_off();
+    // A batch is never sent back for stale neighbours (attach_batch retries them).
+    if (attach(*me) == slot_state::exhausted) return exhausted_versions();
     return Status::OK();
   }
 
@@ -448,13 +578,32 @@ class engine final : public DB {
                            std::to_string(kMaxVersion) + " has been used");
   }
 
-  // Allocates and fills the persistent node (first call) and points it at the located
-  // successor. The caller fences before advertising it.
-  Status prepare(update& u) {
-    const node_offset succ{u.succs[0] != nullptr ? u.succs[0]->pnode : 0};
+  void locate(update& u) const {
+    index_->locate(u.key, u.preds, u.succs);
+    inode* s = u.succs[0];
+    u.entry = s != nullptr && same_key(s->key(), u.key) ? s : nullptr;
+  }
+
+  // The persistent node a new version of u.key goes before: the key's newest version, or
+  // the next key's.
+  static node_offset successor_of(const update& u, bool locked) {
+    const inode* s = u.entry != nullptr ? u.entry : u.succs[0];
+    if (s == nullptr) return node_offset{0};
+    return node_offset{locked ? s->unlocked_newest().pnode : s->newest().pnode};
+  }
+
+  // Allocates and fills the persistent node (first call), points it at the located
+  // successor, and takes the DRAM attach will need (only what the located key needs if
+  // `lean`, else both kinds, so that attach never allocates). The caller fences before
+  // advertising it.
+  Status prepare(update& u, bool lean) {
+    const node_offset succ = successor_of(u, false);
     if (u.persistent == nullptr) {
       const std::size_t size = node::size_for(u.key.size(), u.value.size());
-      if (Status s = storage_->allocate(size, &u.offset); !s.ok()) return s;
+      if (Status s = storage_->allocate(size, &u.offset); !s.ok()) {
+        u.out_of_pool = s.IsNoSpace();
+        return s;
+      }
       node* n = at(u.offset);
       io::put(n->next, offset_word(succ, in_node(u.offset, word_field::next)));
       io::put(n->version, uncommitted_word(in_node(u.offset, word_field::version)));
@@ -464,37 +613,25 @@ class engine final : public DB {
       io::put_bytes(n->body() + u.key.size(), u.value.data(), u.value.size());
       io::flush(n, size);
       u.persistent = n;
-      try {
-        u.index_node = make_index_node(u.key, u.offset, u.tombstone, u.value.size());
-      } catch (...) {
-        storage_->free(u.offset);
-        u.persistent = nullptr;
-        throw;
-      }
-    } else {
+    } else if (succ != u.succ) {
       io::put(u.persistent->next, offset_word(succ, in_node(u.offset, word_field::next)));
       io::flush(u.persistent->next);
     }
-    u.index_node->next(0).store(u.succs[0], std::memory_order_relaxed);
+    u.succ = succ;
+    if ((u.entry != nullptr || !lean) && u.displaced == nullptr) {
+      u.displaced = static_cast<vrec*>(storage_->dram_allocate(sizeof(vrec)));
+    }
+    if ((u.entry == nullptr || !lean) && u.fresh == nullptr) {
+      u.fresh = make_entry(u.key, {0, u.offset.value, 0, false});
+    }
     _mm_prefetch(reinterpret_cast<const char*>(u.persistent), _MM_HINT_T0);
     return Status::OK();
   }
 
-  // Returns what prepare took, for an update that will never be attached.
-  void discard(update& u) {
-    if (u.persistent == nullptr) return;
-    storage_->dram_free(u.index_node, u.index_node->size());
-    storage_->free(u.offset);
-    u.persistent = nullptr;
-  }
-
-  inode* make_index_node(std::string_view key, node_offset off, bool tombstone,
-                         std::size_t value_size) {
-    int height = random_height();
+  inode* make_entry(std::string_view key, const version_ref& v) {
+    const int height = random_height();
     void* memory = storage_->dram_allocate(inode::size_for(height, key.size()));
-    inode* n = inode::make(memory, height, key, off.value, tombstone);
-    n->value_size = static_cast<std::uint32_t>(value_size);
-    return n;
+    return inode::make(memory, height, key, v);
   }
 
   static int random_height() {
@@ -512,81 +649,20 @@ class engine final : public DB {
 
   // ---- attach: flat combining ------------------------------------------------------------
 
-  slot& lease_slot() {
-    thread_local std::size_t hint = 0;
-    while (true) {
-      for (std::size_t k = 0; k < slots_.size(); ++k) {
-        std::size_t i = (hint + k) % slots_.size();
-        bool expected = false;
-        if (!slots_[i].owned.load(std::memory_order_relaxed) &&
-            slots_[i].owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-          hint = i;
-          return slots_[i];
-        }
-      }
-      std::this_thread::yield();  // every slot taken: wait for one
-    }
-  }
-
-  void release_slot(slot& s) {
-    s.state.store(slot_state::idle, std::memory_order_relaxed);
-    s.owned.store(false, std::memory_order_release);
-  }
-
-  // A slot held for one attach.
-  class slot_lease {
-   public:
-    explicit slot_lease(engine& e) : engine_(e), slot_(e.lease_slot()) {}
-    ~slot_lease() { engine_.release_slot(slot_); }
-    slot_lease(const slot_lease&) = delete;
-    slot_lease& operator=(const slot_lease&) = delete;
-    slot* operator->() { return &slot_; }
-    slot& operator*() { return slot_; }
-
-   private:
-    engine& engine_;
-    slot& slot_;
-  };
-
-  // Advertises the slot's update and waits until a combiner (maybe this thread) attached it
-  // (done), found its neighbours stale (failed: locate and prepare again) or had no version
-  // left to give it (exhausted).
-  slot_state attach(slot& me) {
-    io::hand_off();  // the combiner may link the node as soon as it sees the slot
-    me.state.store(slot_state::ready, std::memory_order_release);
-    for (unsigned spins = 0;; ++spins) {
-      slot_state st = me.state.load(std::memory_order_acquire);
-      if (st != slot_state::ready) return st;
-      if (!combiner_lock_.load(std::memory_order_relaxed) &&
-          !combiner_lock_.exchange(true, std::memory_order_acquire)) {
-        combine();
-        combiner_lock_.store(false, std::memory_order_release);
-        continue;
-      }
-      if (spins % 64 == 63) {
-        std::this_thread::yield();
-      } else {
-        _mm_pause();
-      }
-    }
-  }
-
-  // REQUIRES: the combiner lock.
-  void combine() {
-    for (slot& s : slots_) {
-      if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
-      slot_state outcome = slot_state::exhausted;
-      if (next_version_ < kMaxVersion) {
-        const bool ok = s.batch != nullptr ? attach_batch(*s.batch) : attach_one(*s.one);
-        outcome = ok ? slot_state::done : slot_state::failed;
-      }
-      s.state.store(outcome, std::memory_order_release);
-    }
+  slot_state attach(typename combiner_t::slot& me) {
+    return combiner_.attach(
+        me,
+        [this](request& r) {
+          if (next_version_ >= kMaxVersion) return slot_state::exhausted;
+          const bool ok = r.batch != nullptr ? attach_batch(*r.batch) : attach_one(*r.one);
+          return ok ? slot_state::done : slot_state::failed;
+        },
+        [this] { after_pass(); });
   }
 
   // REQUIRES: the combiner lock.
   bool attach_one(update& u) {
-    std::uint64_t version = next_version_ + 1;
+    const std::uint64_t version = next_version_ + 1;
     if (!link(u, version)) return false;
     io::fence();  // the one fence of an attached put
     io::hand_off();  // covers the slot's `done` too
@@ -607,10 +683,10 @@ class engine final : public DB {
     for (update& u : updates) {
       if (link(u, version)) continue;
       // Stale neighbours: nothing else moves under the lock, so one retry suffices.
-      index_->locate(u.key, UINT64_MAX, u.preds, u.succs);
-      (void)prepare(u);  // only re-points the successor: cannot fail
-      io::fence();       // the new successor is durable before the link
-      bool linked = link(u, version);
+      locate(u);
+      (void)prepare(u, false);  // only re-points the successor: allocates nothing
+      io::fence();              // the new successor is durable before the link
+      const bool linked = link(u, version);
       (void)linked;
     }
     io::fence();
@@ -623,27 +699,99 @@ class engine final : public DB {
     return true;
   }
 
-  // Validates the cached neighbours and links the node into level 0 and the persistent
-  // list, written back but not fenced. REQUIRES: the combiner lock.
+  // Validates the located neighbours and the prepared successor, then links the node into
+  // the persistent list (written back, not fenced) and the index. REQUIRES: the combiner lock.
   bool link(update& u, std::uint64_t version) {
     inode* pred = u.preds[0];
-    inode* succ = u.succs[0];
-    if (pred->load_next(0) != succ) return false;
-    inode* n = u.index_node;
-    n->version = version;
+    inode* entry = u.entry;
+    if (pred->removed || pred->load_next(0) != (entry != nullptr ? entry : u.succs[0])) {
+      return false;
+    }
+    if (entry != nullptr && entry->removed) return false;
+    if (successor_of(u, true) != u.succ) return false;
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     io::flush(u.persistent->version);
-    skiplist::link_leaf(pred, n);
-    node* pred_node = at(node_offset{pred->pnode});
-    io::put(pred_node->next,
-            offset_word(u.offset, in_node(node_offset{pred->pnode}, word_field::next)));
-    io::flush(pred_node->next);
+    const node_offset pred_node{pred->tail_pnode};
+    io::put(at(pred_node)->next, offset_word(u.offset, in_node(pred_node, word_field::next)));
+    io::flush(at(pred_node)->next);
+    const version_ref v{version, u.offset.value, static_cast<std::uint32_t>(u.value.size()),
+                        u.tombstone};
+    bool had_live = false;
+    if (entry != nullptr) {
+      const version_ref displaced = entry->unlocked_newest();
+      had_live = !displaced.tombstone;
+      vrec* r = new (u.displaced) vrec{displaced.version, displaced.pnode, displaced.value_size,
+                                       displaced.tombstone};
+      u.displaced = nullptr;
+      r->older.store(entry->older.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      entry->publish(v, r);
+      reclaimer_.note(entry, version);
+    } else {
+      entry = u.fresh;
+      u.fresh = nullptr;
+      entry->publish(v, nullptr);
+      entry->tail_pnode = u.offset.value;
+      index_->insert(entry, u.preds);
+      keys_.fetch_add(1, std::memory_order_relaxed);
+      if (u.tombstone) reclaimer_.note(entry, version);
+    }
+    u.version = version;
     versions_.fetch_add(1, std::memory_order_relaxed);
-    bool had_live = succ != nullptr && same_key(succ->key(), u.key) && !succ->tombstone;
     if (had_live != !u.tombstone) {
       live_keys_.fetch_add(u.tombstone ? std::uint64_t(-1) : 1, std::memory_order_relaxed);
     }
     return true;
+  }
+
+  // ---- reclamation -----------------------------------------------------------------------
+
+  // After each combining pass: a reclamation pass when enough is due (or the test hook asks).
+  // REQUIRES: the combiner lock.
+  void after_pass() {
+    const unsigned every = test_reclaim_every_.load(std::memory_order_relaxed);
+    const bool test_due = every != 0 && ++passes_since_reclaim_ >= every;
+    if (!test_due) {
+      // Checking costs a fence and the registry's lock: only every kCheckEvery passes,
+      // and only with a batch queued.
+      if (reclaimer_.queued() < reclaimer_t::kBatch || ++passes_since_check_ < kCheckEvery) {
+        return;
+      }
+      passes_since_check_ = 0;
+    }
+    passes_since_reclaim_ = 0;
+    const std::optional<std::uint64_t> w = reclaimer_.watermark(next_version_, registry_);
+    if (!w || (!test_due && !reclaimer_.due(*w, reclaimer_t::kBatch))) return;
+    apply(reclaimer_.pass(*index_, *w, reclaimer_t::kBudget));
+  }
+
+  // Reclaims everything readers allow, waiting for the marks of the visible version to
+  // settle (a few epochs). Returns the versions dropped. REQUIRES: the calling thread is not
+  // pinned (it would hold the epochs back).
+  std::uint64_t reclaim_now() {
+    if (read_only_) return 0;
+    std::uint64_t dropped = 0;
+    for (int round = 0; round < kReclaimRounds; ++round) {
+      bool finished = false;
+      combiner_.locked([&] {
+        if (reclaimer_.queued() == 0) {
+          finished = true;
+          return;
+        }
+        const std::optional<std::uint64_t> w = reclaimer_.watermark(next_version_, registry_);
+        if (!w) return;
+        finished = *w == next_version_;
+        dropped += apply(reclaimer_.pass(*index_, *w, SIZE_MAX));
+      });
+      if (finished) break;
+    }
+    io::complete();
+    return dropped;
+  }
+
+  std::uint64_t apply(const reclaimed& r) {
+    versions_.fetch_sub(r.versions, std::memory_order_relaxed);
+    keys_.fetch_sub(r.keys, std::memory_order_relaxed);
+    return r.versions;
   }
 
   // ---- reads -----------------------------------------------------------------------------
@@ -653,25 +801,24 @@ class engine final : public DB {
                                        : visible_version_.load(std::memory_order_acquire);
   }
 
-  std::string_view value_of(const inode* n) const {
-    const node* p = at(node_offset{n->pnode});
-    return {p->body() + n->key_size, n->value_size};
+  std::string_view value_of(const inode* n, const version_ref& v) const {
+    return {at(node_offset{v.pnode})->body() + n->key_size, v.value_size};
   }
 
-  // Checks the persistent node behind n against the index's copy of its sizes and its
-  // checksum: Corruption if its content was damaged since the store was opened. The node is
-  // immutable once linked, so a plain load of its size word suffices.
-  Status verify(const inode* n) const {
-    const node* p = at(node_offset{n->pnode});
+  // Checks the persistent node of version v of entry n against the index's copy of its
+  // sizes and its checksum: Corruption if its content was damaged since the store was
+  // opened. The node is immutable once linked, so a plain load of its size word suffices.
+  Status verify(const inode* n, const version_ref& v) const {
+    const node* p = at(node_offset{v.pnode});
     const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
     const std::string_view key(p->body(), n->key_size);
-    if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == n->value_size &&
-        ((flags_of(sizes) & kTombstone) != 0) == n->tombstone &&
+    if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == v.value_size &&
+        ((flags_of(sizes) & kTombstone) != 0) == v.tombstone &&
         node_check_of(sizes) ==
-            node_checksum(node_offset{n->pnode}, sizes.bits, key, value_of(n))) {
+            node_checksum(node_offset{v.pnode}, sizes.bits, key, {p->body() + n->key_size, v.value_size})) {
       return Status::OK();
     }
-    return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(n->pnode) +
+    return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(v.pnode) +
                               " (key '" + recovery_t::printable(n->key()) +
                               "'): checksum mismatch: its content was damaged");
   }
@@ -692,156 +839,22 @@ class engine final : public DB {
     }
   }
 
-  // Iterates the newest version at or below `version_` of each key, skipping deletes.
-  class iterator_impl final : public Iterator {
-   public:
-    iterator_impl(const engine* e, std::uint64_t version, const ReadOptions& options)
-        : engine_(e), version_(version), verify_(options.verify_checksums),
-          lower_(options.lower_bound), upper_(options.upper_bound) {}
-
-    bool Valid() const override { return current_ != nullptr; }
-
-    void SeekToFirst() override {
-      status_ = Status::OK();
-      if (lower_) {
-        Seek(*lower_);
-        return;
-      }
-      settle_forward(engine_->index_->head()->load_next(0));
-    }
-
-    void SeekToLast() override {
-      status_ = Status::OK();
-      if (upper_) {
-        settle_backward_below(*upper_);
-        return;
-      }
-      inode* last = engine_->index_->last();
-      if (last == engine_->index_->head()) {
-        current_ = nullptr;
-        return;
-      }
-      // The last node is the oldest version of the last key: find its visible version.
-      settle_backward_at(last->key());
-    }
-
-    void Seek(std::string_view target) override {
-      status_ = Status::OK();
-      if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
-      settle_forward(engine_->index_->seek(target, version_));
-    }
-
-    void SeekForPrev(std::string_view target) override {
-      status_ = Status::OK();
-      if (upper_ && compare_keys(target, *upper_) >= 0) {
-        settle_backward_below(*upper_);
-        return;
-      }
-      settle_backward_at(target);
-    }
-
-    void Next() override { settle_forward(skip_key(current_)); }
-
-    void Prev() override { settle_backward_below(current_->key()); }
-
-    std::string_view key() const override { return current_->key(); }
-    std::string_view value() const override { return engine_->value_of(current_); }
-    // Corruption once the iterator met a damaged node (it is then not Valid), until the next
-    // seek; OK otherwise.
-    Status status() const override { return status_; }
-
-   private:
-    bool visible(const inode* n) const { return n->version <= version_; }
-
-    // The first node after every version of n's key.
-    static inode* skip_key(const inode* n) {
-      inode* next = n->load_next(0);
-      while (next != nullptr && same_key(next->key(), n->key())) next = next->load_next(0);
-      return next;
-    }
-
-    // From node n (the first candidate), moves to the first key whose newest visible
-    // version is not a delete.
-    void settle_forward(inode* n) {
-      while (n != nullptr) {
-        if (upper_ && compare_keys(n->key(), *upper_) >= 0) break;
-        if (!visible(n)) {
-          n = n->load_next(0);  // a newer version than the snapshot: an older one may follow
-          continue;
-        }
-        if (!n->tombstone) {
-          land(n);
-          return;
-        }
-        n = skip_key(n);
-      }
-      current_ = nullptr;
-    }
-
-    // The last visible, live key at or before `key`.
-    void settle_backward_at(std::string_view key) {
-      inode* n = engine_->index_->seek(key, version_);
-      if (n != nullptr && same_key(n->key(), key)) {
-        if (accept_backward(n)) return;
-      }
-      settle_backward_below(key);
-    }
-
-    // The last visible, live key strictly before `key`.
-    void settle_backward_below(std::string_view key) {
-      std::string_view bound = key;  // a caller's key or an index node's: both outlive this
-      while (true) {
-        inode* last = engine_->index_->last_below(bound);
-        if (last == engine_->index_->head()) break;
-        // `last` is the oldest version of its key; find the newest visible one.
-        inode* n = engine_->index_->seek(last->key(), version_);
-        if (n != nullptr && same_key(n->key(), last->key()) && accept_backward(n)) return;
-        bound = last->key();
-      }
-      current_ = nullptr;
-    }
-
-    // Takes n if it is live and within the lower bound; false to keep looking back.
-    bool accept_backward(inode* n) {
-      if (lower_ && compare_keys(n->key(), *lower_) < 0) {
-        current_ = nullptr;  // before the lower bound: iteration is over
-        return true;
-      }
-      if (n->tombstone) return false;
-      land(n);
-      return true;
-    }
-
-    // Positions the iterator on n, once its node passed verification (if asked for).
-    void land(inode* n) {
-      if (verify_) {
-        if (Status s = engine_->verify(n); !s.ok()) {
-          status_ = std::move(s);
-          current_ = nullptr;
-          return;
-        }
-      }
-      current_ = n;
-    }
-
-    const engine* engine_;
-    const std::uint64_t version_;
-    const bool verify_;
-    std::optional<std::string> lower_, upper_;
-    inode* current_ = nullptr;
-    Status status_;
-  };
-
   // ---- state -----------------------------------------------------------------------------
+
+  static constexpr unsigned kCheckEvery = 16;    // combining passes between watermark checks
+  static constexpr int kReclaimRounds = 8;       // reclaim_now: enough for a mark to settle
 
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<skiplist> index_;
-  std::vector<slot> slots_;
-  alignas(64) std::atomic<bool> combiner_lock_{false};
+  combiner_t combiner_;
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
   alignas(64) std::atomic<std::uint64_t> visible_version_{0};
+  reclaimer_t reclaimer_;
+  mutable snapshot_registry registry_;
+  unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's
+  std::atomic<unsigned> test_reclaim_every_{0};
   striped_counter puts_, deletes_, batches_, gets_, iterators_;
-  alignas(64) std::atomic<std::uint64_t> live_keys_{0}, versions_{0};  // the combiner's
+  alignas(64) std::atomic<std::uint64_t> live_keys_{0}, keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
   const bool read_only_;  // Options::read_only: nothing is written, by recovery either

@@ -1,16 +1,25 @@
-// The volatile index: a skiplist in DRAM over every version of every key, ordered by key
-// ascending (bytewise), then version descending, mirroring the persistent list.
+// The volatile index: a skiplist in DRAM with one entry per key, ordered by key ascending
+// (bytewise). Each entry holds its key's versions, newest first: the newest in the entry
+// itself, the older ones in a chain of version records (JellyFish's vertical list). The
+// persistent list holds the same versions, sorted by key, then version descending.
 //
-// Thread safety: level 0 is written only by the combiner (under its lock) and by recovery;
-// levels 1 and up are linked lock-free with CAS by the thread that promotes its own node.
-// Readers need no lock. Nodes are never unlinked while the index lives, so a reader may hold
-// any node it reached.
+// Thread safety: the structure (links at every level, entries' newest versions, chains) is
+// written only by the combiner, under its lock, and by recovery before the index is shared.
+// Readers take no lock: they read an entry's newest version under its sequence lock, and
+// follow links and chains with acquire loads. Unlinked entries and version records are freed
+// only when no reader can hold them (engine.hpp, reclamation.hpp).
 // Invariants:
-//  (1) A node is linked at level i only if it is linked at level i - 1.
-//  (2) A node's key, version, height and persistent offset are immutable once it is linked
-//      at level 0 (the link is a release store; traversals load with acquire).
-//  (3) Each node has exactly `height` successor pointers (nodes are sized to their height).
+//  (1) An entry is linked at level i only if it is linked at level i - 1, or was removed.
+//  (2) An entry's key and height never change; a removed entry keeps its links, so a reader
+//      standing on it walks on to live entries.
+//  (3) A chain is sorted by version, descending, and every version in it is below the
+//      entry's newest. Records are immutable once published, except `older`, which only
+//      the reclamation shortens.
+//  (4) tail_pnode is the persistent offset of the key's oldest version in the index: the
+//      persistent predecessor of the next key's versions. Combiner only.
 #pragma once
+
+#include <immintrin.h>
 
 #include <atomic>
 #include <bit>
@@ -18,19 +27,46 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string_view>
 
 namespace flintkv::internal {
 
-inline constexpr int kMaxHeight = 32;  // enough for 2^32 versions at branching factor 2
+inline constexpr int kMaxHeight = 32;  // enough for 2^32 keys at branching factor 2
+
+// One version of a key, as readers take it.
+struct version_ref {
+  std::uint64_t version = 0;
+  std::uint64_t pnode = 0;  // offset of the persistent node
+  std::uint32_t value_size = 0;
+  bool tombstone = false;
+};
+
+// An older version of a key, in its entry's chain.
+struct vrec {
+  std::uint64_t version;
+  std::uint64_t pnode;
+  std::uint32_t value_size;
+  bool tombstone;
+  std::atomic<vrec*> older{nullptr};
+
+  version_ref ref() const { return {version, pnode, value_size, tombstone}; }
+};
 
 struct inode {
-  std::uint64_t version;
-  std::uint64_t pnode;  // offset of the persistent node
-  std::uint32_t value_size;
-  std::uint32_t key_size;
-  std::uint8_t height;
-  bool tombstone;
+  // The newest version, under a sequence lock: odd while the combiner rewrites it.
+  std::atomic<std::uint32_t> seq{0};
+  std::uint16_t key_size = 0;
+  std::uint8_t height = 0;
+  bool removed = false;  // unlinked from the index; combiner only
+  std::atomic<std::uint64_t> version{0};
+  std::atomic<std::uint64_t> pnode{0};
+  std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
+  std::atomic<vrec*> older{nullptr};   // the chain of older versions, newest first
+  std::uint64_t tail_pnode = 0;        // combiner only: invariant (4)
+  std::uint32_t queued = 0;            // combiner only: reclamation queue entries naming it
+
+  static constexpr std::uint64_t kTombstoneBit = std::uint64_t{1} << 32;
 
   std::string_view key() const {
     return {reinterpret_cast<const char*>(links() + height), key_size};
@@ -40,22 +76,68 @@ struct inode {
   // For prefetching only: the pointer may not be dereferenced.
   inode* next_relaxed(int level) const { return links()[level].load(std::memory_order_relaxed); }
 
+  // The newest version and the chain below it, read consistently. Lock-free for readers.
+  version_ref newest(vrec** chain = nullptr) const {
+    while (true) {
+      const std::uint32_t s = seq.load(std::memory_order_acquire);
+      if ((s & 1) == 0) {
+        version_ref r = unlocked_newest();
+        vrec* o = older.load(std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (seq.load(std::memory_order_relaxed) == s) {
+          if (chain != nullptr) *chain = o;
+          return r;
+        }
+      }
+      _mm_pause();
+    }
+  }
+
+  // The newest version at or below `version`, if any.
+  std::optional<version_ref> visible_at(std::uint64_t version) const {
+    vrec* chain = nullptr;
+    const version_ref n = newest(&chain);
+    if (n.version <= version) return n;
+    for (const vrec* r = chain; r != nullptr; r = r->older.load(std::memory_order_acquire)) {
+      if (r->version <= version) return r->ref();
+    }
+    return std::nullopt;
+  }
+
+  // The newest version, read by the combiner (which alone writes it) or before sharing.
+  version_ref unlocked_newest() const {
+    const std::uint64_t m = meta.load(std::memory_order_relaxed);
+    return {version.load(std::memory_order_relaxed), pnode.load(std::memory_order_relaxed),
+            static_cast<std::uint32_t>(m), (m & kTombstoneBit) != 0};
+  }
+
+  // Makes `v` the newest version with `chain` below it. REQUIRES: the combiner lock (or the
+  // index is not shared yet).
+  void publish(const version_ref& v, vrec* chain) {
+    const std::uint32_t s = seq.load(std::memory_order_relaxed);
+    seq.store(s + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    version.store(v.version, std::memory_order_relaxed);
+    pnode.store(v.pnode, std::memory_order_relaxed);
+    meta.store(v.value_size | (v.tombstone ? kTombstoneBit : 0), std::memory_order_relaxed);
+    older.store(chain, std::memory_order_relaxed);
+    seq.store(s + 2, std::memory_order_release);
+  }
+
   static std::size_t size_for(int height, std::size_t key_size) {
     return sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) +
            key_size;
   }
   std::size_t size() const { return size_for(height, key_size); }
 
-  // Builds a node in `memory` (size_for(height, key.size()) bytes).
-  static inode* make(void* memory, int height, std::string_view key, std::uint64_t pnode,
-                     bool tombstone) {
+  // Builds an entry in `memory` (size_for(height, key.size()) bytes) whose newest version is
+  // `v`, with no older ones.
+  static inode* make(void* memory, int height, std::string_view key, const version_ref& v) {
     auto* n = new (memory) inode();
-    n->version = 0;
-    n->pnode = pnode;
-    n->value_size = 0;
-    n->key_size = static_cast<std::uint32_t>(key.size());
+    n->key_size = static_cast<std::uint16_t>(key.size());
     n->height = static_cast<std::uint8_t>(height);
-    n->tombstone = tombstone;
+    n->publish(v, nullptr);
+    n->tail_pnode = v.pnode;
     for (int i = 0; i < height; ++i) new (&n->links()[i]) std::atomic<inode*>(nullptr);
     if (!key.empty()) {
       std::memcpy(reinterpret_cast<char*>(n->links() + height), key.data(), key.size());
@@ -64,7 +146,7 @@ struct inode {
   }
 
  private:
-  // The node is followed by `height` successors, then the key bytes.
+  // The entry is followed by `height` successors, then the key bytes.
   std::atomic<inode*>* links() const {
     return reinterpret_cast<std::atomic<inode*>*>(const_cast<inode*>(this) + 1);
   }
@@ -102,38 +184,30 @@ inline bool same_key(std::string_view a, std::string_view b) {
   return a.size() == b.size() && compare_keys(a, b) == 0;
 }
 
-// Orders (key, version) positions: key ascending, then version descending.
-inline bool before(const inode* n, std::string_view key, std::uint64_t version) {
-  int c = compare_keys(n->key(), key);
-  return c < 0 || (c == 0 && n->version > version);
-}
-
 class skiplist {
  public:
   // REQUIRES: head_memory holds inode::size_for(kMaxHeight, 0) bytes.
   explicit skiplist(void* head_memory, std::uint64_t head_pnode)
-      : head_(inode::make(head_memory, kMaxHeight, {}, head_pnode, false)) {}
+      : head_(inode::make(head_memory, kMaxHeight, {}, {0, head_pnode, 0, false})) {}
 
   inode* head() const { return head_; }
 
-  // One above the highest level any node is linked at (at least 1). Searches start below it:
-  // the levels above hold only the head. It only grows; a reader that sees an older value
-  // starts lower, which skips no node (every node is linked at level 0).
+  // One above the highest level any entry is linked at (at least 1). Searches start below
+  // it: the levels above hold only the head. It only grows.
   int height() const { return height_.load(std::memory_order_relaxed); }
 
-  // Neighbours of the position (key, version) at every level: preds[i] is the last node
-  // before it, succs[i] the first at or after it (nullptr: the end). With version =
-  // UINT64_MAX this is where a new version of `key` goes: before every existing version.
-  void locate(std::string_view key, std::uint64_t version, inode** preds, inode** succs) const {
+  // Neighbours of `key` at every level: preds[i] is the last entry before it, succs[i] the
+  // first at or after it (nullptr: the end). succs[0] is the key's own entry if it has one.
+  void locate(std::string_view key, inode** preds, inode** succs) const {
     inode* pred = head_;
     const int top = height();
     for (int level = kMaxHeight - 1; level >= top; --level) {
-      preds[level] = head_;  // a hint only: promote walks on from it
+      preds[level] = head_;
       succs[level] = nullptr;
     }
     for (int level = top - 1; level >= 0; --level) {
       inode* curr = next_prefetched(pred, level);
-      while (curr != nullptr && before(curr, key, version)) {
+      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
         pred = curr;
         curr = next_prefetched(pred, level);
       }
@@ -142,13 +216,13 @@ class skiplist {
     }
   }
 
-  // The first node at or after (key, version) at level 0, or nullptr.
-  inode* seek(std::string_view key, std::uint64_t version) const {
+  // The first entry whose key is at or after `key`, or nullptr.
+  inode* seek(std::string_view key) const {
     inode* pred = head_;
     inode* curr = nullptr;
     for (int level = height() - 1; level >= 0; --level) {
       curr = next_prefetched(pred, level);
-      while (curr != nullptr && before(curr, key, version)) {
+      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
         pred = curr;
         curr = next_prefetched(pred, level);
       }
@@ -156,7 +230,13 @@ class skiplist {
     return curr;
   }
 
-  // The last node whose key is below `key` (head_ if none).
+  // The entry of `key`, or nullptr.
+  inode* find(std::string_view key) const {
+    inode* n = seek(key);
+    return n != nullptr && same_key(n->key(), key) ? n : nullptr;
+  }
+
+  // The last entry whose key is below `key` (head_ if none).
   inode* last_below(std::string_view key) const {
     inode* pred = head_;
     for (int level = height() - 1; level >= 0; --level) {
@@ -169,7 +249,7 @@ class skiplist {
     return pred;
   }
 
-  // The last node of the list (head_ if empty).
+  // The last entry (head_ if empty).
   inode* last() const {
     inode* pred = head_;
     for (int level = height() - 1; level >= 0; --level) {
@@ -180,35 +260,47 @@ class skiplist {
     return pred;
   }
 
-  // Links `n` at level 0 after `pred`. REQUIRES: the combiner lock; n->next(0) is already
-  // pred's successor; n->version is assigned.
-  static void link_leaf(inode* pred, inode* n) { pred->next(0).store(n, std::memory_order_release); }
-
-  // Links `n` into levels 1 .. height-1, lock-free. `preds` are hints from locate
-  // and are refreshed when stale. REQUIRES: n is linked at level 0.
-  void promote(inode* n, inode** preds) {
+  // Links `n` at every level of its height. preds come from locate() and are hints above
+  // level 0: the walk goes on from them (from a fresh locate if one was removed since).
+  // REQUIRES: the combiner lock; preds[0] is n's predecessor and is not removed.
+  void insert(inode* n, inode** preds) {
     raise_height(n->height);
     for (int level = 1; level < n->height; ++level) {
-      while (true) {
-        inode* pred = preds[level];
-        // The hint may be stale: walk forward from pred to n's position at this level.
-        for (inode* c = pred->load_next(level); c != nullptr && before(c, n->key(), n->version);
-             c = pred->load_next(level)) {
-          pred = c;
-        }
-        inode* succ = pred->load_next(level);
-        n->next(level).store(succ, std::memory_order_relaxed);
-        if (pred->next(level).compare_exchange_strong(succ, n, std::memory_order_release,
-                                                     std::memory_order_relaxed)) {
-          break;
-        }
-        preds[level] = pred;
+      if (preds[level]->removed) {
+        inode* succs[kMaxHeight];
+        locate(n->key(), preds, succs);
+        break;
       }
+    }
+    for (int level = 0; level < n->height; ++level) {
+      inode* pred = preds[level];
+      for (inode* c = pred->load_next(level);
+           level > 0 && c != nullptr && compare_keys(c->key(), n->key()) < 0;
+           c = pred->load_next(level)) {
+        pred = c;
+      }
+      n->next(level).store(pred->load_next(level), std::memory_order_relaxed);
+      pred->next(level).store(n, std::memory_order_release);
     }
   }
 
-  // Bulk building, for recovery: appends nodes in list order. REQUIRES: single thread,
-  // nodes arrive sorted. Call finish_build() at the end.
+  // Unlinks `n` from every level; readers standing on it walk on (invariant (2)). Returns
+  // its predecessor at level 0. REQUIRES: the combiner lock.
+  inode* remove(inode* n) {
+    inode* preds[kMaxHeight];
+    inode* succs[kMaxHeight];
+    locate(n->key(), preds, succs);
+    for (int level = n->height - 1; level >= 0; --level) {
+      if (preds[level]->load_next(level) == n) {
+        preds[level]->next(level).store(n->load_next(level), std::memory_order_release);
+      }
+    }
+    n->removed = true;
+    return preds[0];
+  }
+
+  // Bulk building, for recovery: appends entries in key order. REQUIRES: single thread,
+  // entries arrive sorted. Call finish_build() at the end.
   void append(inode* n) {
     if (build_tail_[0] == nullptr) {
       for (auto& t : build_tail_) t = head_;
@@ -236,7 +328,6 @@ class skiplist {
     return n;
   }
 
-  // Raised before a node is linked above level 0.
   void raise_height(int h) {
     int seen = height_.load(std::memory_order_relaxed);
     while (seen < h && !height_.compare_exchange_weak(seen, h, std::memory_order_relaxed)) {

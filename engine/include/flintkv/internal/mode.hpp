@@ -87,6 +87,12 @@ struct durable {
   static void hand_off() {
     if constexpr (!Mode::explicit_flushes) Policy::fence_pending();
   }
+  // Before freeing blocks this thread unlinked (another thread may reuse one at once): the
+  // unlinks are made durable, so a freed block is never linked in the durable list.
+  static void before_free() {
+    fence();
+    hand_off();
+  }
   // The end of an engine operation: whatever the mode left unfenced is fenced.
   static void complete() { Policy::operation_completion(); }
 };

@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 
+#include "allocators/epoch.hpp"
 #include "allocators/node_allocator.hpp"
 #include "allocators/persistent_allocator.hpp"
 #include "allocators/pool.hpp"
@@ -149,6 +150,10 @@ class storage {
     return p;
   }
   void dram_free(void* p, std::size_t bytes) { dram_.deallocate(p, bytes); }
+  // Frees DRAM that readers may still hold once none can (epoch.hpp).
+  void retire_dram(void* p, std::size_t bytes) { epochs_.retire(dram_, p, bytes); }
+  // The readers' epochs: every reader of the index runs pinned.
+  alloc::epoch_domain& epochs() { return epochs_; }
 
   std::string granularity() const { return std::string(alloc::to_string(pool_.store_granularity())); }
   std::uint64_t size() const { return pool_.size(); }
@@ -162,6 +167,7 @@ class storage {
   alloc::pool pool_;
   alloc::persistent_allocator<Policy> heap_;
   alloc::node_allocator dram_;
+  alloc::epoch_domain epochs_;  // after dram_: destroyed first, it frees what it holds there
   Status recovery_error_;
 };
 

@@ -1,0 +1,126 @@
+// Flat combining: a writer advertises its prepared request in a slot and waits; whichever
+// writer takes the combiner lock attaches every advertised request, its own and the others',
+// one after the other. The lock holder also runs the engine's housekeeping (reclamation)
+// between passes.
+//
+// Thread safety: any number of threads may lease slots and attach at once; a thread that
+// finds every slot taken waits for one. The function given to attach() runs under the lock,
+// on one thread at a time, and sees every write made by earlier lock holders.
+// Invariants:
+//  (1) A slot is owned by at most one thread; its request is read by the combiner only
+//      while its state is `ready`, and the owner reads the outcome only after the combiner
+//      set it (release/acquire on state).
+//  (2) Every ready slot is visited by the next pass that starts after it was advertised.
+// Persistence: none of its own. The caller makes its request's persistent bytes durable (or,
+// in automatic mode, calls the hand-off fence) before advertising: the combiner may link
+// them as soon as it sees the slot.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace flintkv::internal {
+
+// failed: stale neighbours, locate and prepare again; exhausted: no version is left.
+enum class slot_state : std::uint8_t { idle, ready, done, failed, exhausted };
+
+template <class Request>
+class combiner {
+ public:
+  struct alignas(64) slot {
+    std::atomic<bool> owned{false};
+    std::atomic<slot_state> state{slot_state::idle};
+    Request request{};
+  };
+
+  explicit combiner(unsigned slots) : slots_(std::max(1u, slots)) {}
+
+  // A slot held for one attach.
+  class lease {
+   public:
+    explicit lease(combiner& c) : combiner_(c), slot_(c.take_slot()) {}
+    ~lease() {
+      slot_.state.store(slot_state::idle, std::memory_order_relaxed);
+      slot_.owned.store(false, std::memory_order_release);
+    }
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    slot* operator->() { return &slot_; }
+    slot& operator*() { return slot_; }
+
+   private:
+    combiner& combiner_;
+    slot& slot_;
+  };
+
+  // Advertises the slot's request and waits until a pass (maybe this thread's) set its
+  // outcome. A pass calls attach_one(request&) -> slot_state for each ready slot, then
+  // after_pass().
+  template <class AttachOne, class AfterPass>
+  slot_state attach(slot& me, AttachOne&& attach_one, AfterPass&& after_pass) {
+    me.state.store(slot_state::ready, std::memory_order_release);
+    for (unsigned spins = 0;; ++spins) {
+      const slot_state st = me.state.load(std::memory_order_acquire);
+      if (st != slot_state::ready) return st;
+      if (try_lock()) {
+        for (slot& s : slots_) {
+          if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
+          s.state.store(attach_one(s.request), std::memory_order_release);
+        }
+        after_pass();
+        unlock();
+        continue;
+      }
+      pause(spins);
+    }
+  }
+
+  // Runs f under the lock, waiting for it.
+  template <class F>
+  void locked(F&& f) {
+    for (unsigned spins = 0; !try_lock(); ++spins) pause(spins);
+    f();
+    unlock();
+  }
+
+ private:
+  slot& take_slot() {
+    thread_local std::size_t hint = 0;
+    while (true) {
+      for (std::size_t k = 0; k < slots_.size(); ++k) {
+        const std::size_t i = (hint + k) % slots_.size();
+        bool expected = false;
+        if (!slots_[i].owned.load(std::memory_order_relaxed) &&
+            slots_[i].owned.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+          hint = i;
+          return slots_[i];
+        }
+      }
+      std::this_thread::yield();  // every slot taken: wait for one
+    }
+  }
+
+  bool try_lock() {
+    return !lock_.load(std::memory_order_relaxed) &&
+           !lock_.exchange(true, std::memory_order_acquire);
+  }
+  void unlock() { lock_.store(false, std::memory_order_release); }
+
+  static void pause(unsigned spins) {
+    if (spins % 64 == 63) {
+      std::this_thread::yield();
+    } else {
+      _mm_pause();
+    }
+  }
+
+  std::vector<slot> slots_;
+  alignas(64) std::atomic<bool> lock_{false};
+};
+
+}  // namespace flintkv::internal

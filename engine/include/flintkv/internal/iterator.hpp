@@ -1,0 +1,163 @@
+// The engine's iterator: the keys whose newest version at or below its version is not a
+// delete, in key order, each with that version's value.
+//
+// Thread safety: one iterator is used by one thread at a time; any number of iterators and
+// writers run at once.
+// Invariants:
+//  (1) The iterator's version is registered (snapshot_registry) from construction to
+//      destruction, so the watermark never passes it: the version it stands on, and its
+//      index entry, are never dropped (a key is removed only when its newest version is a
+//      delete at or below the watermark, and the iterator stands only on live keys).
+//  (2) Each move runs pinned in the epoch domain: entries it passes may be removed
+//      meanwhile, and are freed only after it unpins.
+// Persistence: reads only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "flintkv/iterator.hpp"
+#include "flintkv/options.hpp"
+#include "flintkv/status.hpp"
+#include "flintkv/internal/index.hpp"
+
+namespace flintkv::internal {
+
+// Engine provides: index() -> const skiplist&, pin(), registry() -> snapshot_registry&,
+// value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status.
+template <class Engine>
+class engine_iterator final : public Iterator {
+ public:
+  // Registers `version` (already registered by the caller: the iterator takes it over).
+  engine_iterator(const Engine* e, std::uint64_t version, const ReadOptions& options)
+      : engine_(e), version_(version), verify_(options.verify_checksums),
+        lower_(options.lower_bound), upper_(options.upper_bound) {}
+
+  ~engine_iterator() override { engine_->registry().leave(version_); }
+
+  bool Valid() const override { return current_ != nullptr; }
+
+  void SeekToFirst() override {
+    auto pinned = engine_->pin();
+    status_ = Status::OK();
+    if (lower_) {
+      settle_forward(index().seek(*lower_));
+      return;
+    }
+    settle_forward(index().head()->load_next(0));
+  }
+
+  void SeekToLast() override {
+    auto pinned = engine_->pin();
+    status_ = Status::OK();
+    if (upper_) {
+      settle_backward_below(*upper_);
+      return;
+    }
+    inode* last = index().last();
+    if (last == index().head()) {
+      current_ = nullptr;
+      return;
+    }
+    if (!accept_backward(last)) settle_backward_below(last->key());
+  }
+
+  void Seek(std::string_view target) override {
+    auto pinned = engine_->pin();
+    status_ = Status::OK();
+    if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
+    settle_forward(index().seek(target));
+  }
+
+  void SeekForPrev(std::string_view target) override {
+    auto pinned = engine_->pin();
+    status_ = Status::OK();
+    if (upper_ && compare_keys(target, *upper_) >= 0) {
+      settle_backward_below(*upper_);
+      return;
+    }
+    inode* n = index().find(target);
+    if (n != nullptr && accept_backward(n)) return;
+    settle_backward_below(target);
+  }
+
+  void Next() override {
+    auto pinned = engine_->pin();
+    settle_forward(current_->load_next(0));
+  }
+
+  void Prev() override {
+    auto pinned = engine_->pin();
+    settle_backward_below(current_->key());
+  }
+
+  std::string_view key() const override { return current_->key(); }
+  std::string_view value() const override { return engine_->value_of(current_, version_ref_); }
+  // Corruption once the iterator met a damaged node (it is then not Valid), until the next
+  // seek; OK otherwise.
+  Status status() const override { return status_; }
+
+ private:
+  const skiplist& index() const { return engine_->index(); }
+
+  // From entry n on, moves to the first key live at the iterator's version.
+  void settle_forward(inode* n) {
+    for (; n != nullptr; n = n->load_next(0)) {
+      if (upper_ && compare_keys(n->key(), *upper_) >= 0) break;
+      const std::optional<version_ref> v = n->visible_at(version_);
+      if (v && !v->tombstone) {
+        land(n, *v);
+        return;
+      }
+    }
+    current_ = nullptr;
+  }
+
+  // The last key live at the iterator's version strictly before `key`.
+  void settle_backward_below(std::string_view key) {
+    std::string_view bound = key;  // a caller's key or an entry's: both outlive this call
+    while (true) {
+      inode* last = index().last_below(bound);
+      if (last == index().head()) break;
+      if (accept_backward(last)) return;
+      bound = last->key();
+    }
+    current_ = nullptr;
+  }
+
+  // Takes n if it is live and within the lower bound; false to keep looking back.
+  bool accept_backward(inode* n) {
+    if (lower_ && compare_keys(n->key(), *lower_) < 0) {
+      current_ = nullptr;  // before the lower bound: iteration is over
+      return true;
+    }
+    const std::optional<version_ref> v = n->visible_at(version_);
+    if (!v || v->tombstone) return false;
+    land(n, *v);
+    return true;
+  }
+
+  // Positions the iterator on n's version v, once its node passed verification (if asked).
+  void land(inode* n, const version_ref& v) {
+    if (verify_) {
+      if (Status s = engine_->verify(n, v); !s.ok()) {
+        status_ = std::move(s);
+        current_ = nullptr;
+        return;
+      }
+    }
+    current_ = n;
+    version_ref_ = v;
+  }
+
+  const Engine* engine_;
+  const std::uint64_t version_;
+  const bool verify_;
+  std::optional<std::string> lower_, upper_;
+  inode* current_ = nullptr;
+  version_ref version_ref_;
+  Status status_;
+};
+
+}  // namespace flintkv::internal
