@@ -45,8 +45,6 @@ std::size_t decimal_digits(std::uint64_t v) {
   return d;
 }
 
-bool is_fill(std::string_view name) { return name.starts_with("fill"); }
-
 // 128-bit products, so that num * t / threads and pool sizes cannot overflow.
 __extension__ typedef unsigned __int128 uint128;
 
@@ -264,19 +262,33 @@ class bench_runner {
 
   int run();
 
+  // The benchmarks, each run as the `position`-th of the list (its seeds derive from it);
+  // they fill `r`, whose `benchmark` is already set. kBenchmarks says which runs which.
+  enum class key_order { ascending, random };
+  // fillseq, fillrandom, overwrite: num puts, over each thread's share of the keys.
+  Status run_puts(std::size_t position, key_order order, result* r);
+  // overwrite (keys uniform over the whole key space) and deleterandom.
+  Status run_random_puts(std::size_t position, result* r);
+  Status run_random_deletes(std::size_t position, result* r);
+  Status run_reads(std::size_t position, bool missing, result* r);
+  Status run_seekrandom(std::size_t position, result* r);
+  Status run_fillbatch(std::size_t position, result* r);
+  Status run_readwhilewriting(std::size_t position, result* r);
+  Status run_recover(std::size_t position, result* r);
+
  private:
   using body = std::function<Status(worker&, const std::atomic<bool>& stop)>;
 
   Status open_existing();
   Status open_fresh();
-  Status run_one(std::string_view name, std::size_t position, result* r);
   // Runs `fn` on `count` threads after a start barrier. The first min(count, --threads)
   // workers split [0, total) into their [begin, end) shares; any others get none.
   Status run_workers(std::size_t position, std::size_t count, std::uint64_t total,
                      const body& fn, std::vector<worker>* workers);
-  Status measure(std::string_view name, std::size_t position, const body& fn, result* r);
-  Status run_readwhilewriting(std::size_t position, result* r);
-  Status run_recover(std::size_t position, result* r);
+  Status measure(std::size_t position, const body& fn, result* r);
+  // A body doing num operations `op(w, key)` on keys uniform over [0, num).
+  template <class Op>
+  body random_ops(Op op);
   void print_header(const Stats& stats) const;
   void print_result(const result& r) const;
   Status write_json() const;
@@ -291,6 +303,58 @@ class bench_runner {
   std::string configuration_;
   std::vector<result> results_;
 };
+
+// What a benchmark does to the pool, for the runner (fresh pools) and default_pool_size.
+enum class pool_use {
+  reads,          // writes nothing
+  fresh_fill,     // starts from an empty pool, then writes num versions
+  adds_versions,  // writes up to num versions into the store the previous benchmark left
+};
+
+// The benchmarks: one row each, in the order of the default list.
+struct benchmark {
+  std::string_view name;
+  std::string_view description;  // one line of --help
+  pool_use pool;
+  Status (*run)(bench_runner& runner, std::size_t position, result* r);
+};
+
+using order = bench_runner::key_order;
+constexpr benchmark kBenchmarks[] = {
+    {"fillseq", "fresh pool; puts keys 0 .. num-1 in ascending order", pool_use::fresh_fill,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_puts(p, order::ascending, r); }},
+    {"fillrandom", "fresh pool; puts num keys drawn uniformly (with repeats, as db_bench)",
+     pool_use::fresh_fill,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_puts(p, order::random, r); }},
+    {"overwrite", "puts num random keys into the current store", pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_random_puts(p, r); }},
+    {"readrandom", "gets num random keys; reports how many were found", pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_reads(p, false, r); }},
+    {"readmissing", "gets num keys that are never written", pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_reads(p, true, r); }},
+    {"seekrandom", "num times: a new iterator, Seek to a random key, --seek_nexts Next()",
+     pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_seekrandom(p, r); }},
+    {"deleterandom", "deletes num random keys", pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_random_deletes(p, r); }},
+    {"fillbatch", "fresh pool; keys 0 .. num-1 in ascending order, --batch_size per batch",
+     pool_use::fresh_fill,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_fillbatch(p, r); }},
+    {"readwhilewriting", "--threads readers do readrandom while one thread puts random keys",
+     pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_readwhilewriting(p, r); }},
+    {"recover", "times reopening (recovering) the store, and inserting as many keys afresh",
+     pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_recover(p, r); }},
+};
+
+// The row named `name`; nullptr if there is none.
+const benchmark* find_benchmark(std::string_view name) {
+  for (const benchmark& b : kBenchmarks) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
 
 Status bench_runner::open_existing() {
   Options options;
@@ -360,9 +424,7 @@ Status bench_runner::run_workers(std::size_t position, std::size_t count, std::u
 }
 
 // Runs `fn` on --threads threads and fills the common fields of `r`.
-Status bench_runner::measure(std::string_view name, std::size_t position, const body& fn,
-                             result* r) {
-  r->benchmark = std::string(name);
+Status bench_runner::measure(std::size_t position, const body& fn, result* r) {
   Stats before = db_->GetStats();
   std::vector<worker> workers;
   Status s = run_workers(position, config_.threads, config_.num, fn, &workers);
@@ -390,101 +452,100 @@ Status count_read(worker& w, Status s) {
   return s.IsNotFound() ? Status::OK() : s;
 }
 
-Status bench_runner::run_one(std::string_view name, std::size_t position, result* r) {
-  DB& db = *db_;
-  const std::uint64_t num = config_.num;
-  auto found_message = [&] {
-    r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) + " found)";
+template <class Op>
+bench_runner::body bench_runner::random_ops(Op op) {
+  return [this, op](worker& w, const std::atomic<bool>& stop) {
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+      Status s = op(w, w.random.uniform(config_.num));
+      if (!s.ok()) return s;
+      ++w.ops;
+    }
+    return Status::OK();
   };
-  auto writes = [&](bool sequential) -> body {
-    return [&, sequential](worker& w, const std::atomic<bool>& stop) {
-      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
-        std::uint64_t k = sequential ? i : w.begin + w.random.uniform(w.end - w.begin);
-        std::string_view key = w.keys.key(k);
-        std::string_view value = values_.next(w.value_position);
-        Status s = timed(w, [&] { return db.Put(key, value); });
-        if (!s.ok()) return s;
-        ++w.ops;
-      }
-      return Status::OK();
-    };
-  };
-  // Operations on random keys over the whole key space, `share` of them per thread.
-  auto random_ops = [&](auto op) -> body {
-    return [&, op](worker& w, const std::atomic<bool>& stop) {
-      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
-        Status s = op(w, w.random.uniform(num));
-        if (!s.ok()) return s;
-        ++w.ops;
-      }
-      return Status::OK();
-    };
-  };
+}
 
-  if (name == "fillseq") return measure(name, position, writes(true), r);
-  if (name == "fillrandom") return measure(name, position, writes(false), r);
-  if (name == "overwrite") {
-    return measure(name, position, random_ops([&](worker& w, std::uint64_t k) {
+Status bench_runner::run_puts(std::size_t position, key_order order, result* r) {
+  return measure(position, [this, order](worker& w, const std::atomic<bool>& stop) {
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+      std::uint64_t k =
+          order == key_order::ascending ? i : w.begin + w.random.uniform(w.end - w.begin);
       std::string_view key = w.keys.key(k);
       std::string_view value = values_.next(w.value_position);
-      return timed(w, [&] { return db.Put(key, value); });
-    }), r);
-  }
-  if (name == "deleterandom") {
-    return measure(name, position, random_ops([&](worker& w, std::uint64_t k) {
-      std::string_view key = w.keys.key(k);
-      return timed(w, [&] { return db.Delete(key); });
-    }), r);
-  }
-  if (name == "readrandom" || name == "readmissing") {
-    bool missing = name == "readmissing";
-    r->found = 0;
-    Status s = measure(name, position, random_ops([&, missing](worker& w, std::uint64_t k) {
-      std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
-      return count_read(w, timed(w, [&] { return db.Get(key, &w.value); }));
-    }), r);
-    found_message();
-    return s;
-  }
-  if (name == "seekrandom") {
-    r->found = 0;
-    r->seek_nexts = config_.seek_nexts;
-    const std::uint64_t nexts = config_.seek_nexts;
-    Status s = measure(name, position, random_ops([&, nexts](worker& w, std::uint64_t k) {
-      std::string_view key = w.keys.key(k);
-      return timed(w, [&] {
-        std::unique_ptr<Iterator> it = db.NewIterator();
-        it->Seek(key);
-        if (it->Valid() && it->key() == key) ++w.found;
-        for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
-        return it->status();
-      });
-    }), r);
-    found_message();
-    return s;
-  }
-  if (name == "fillbatch") {
-    r->batch_size = config_.batch_size;
-    r->message = "(latency per batch of " + std::to_string(config_.batch_size) + ")";
-    const std::uint64_t batch_size = config_.batch_size;
-    return measure(name, position, [&, batch_size](worker& w, const std::atomic<bool>& stop) {
-      WriteBatch batch;
-      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed);) {
-        batch.Clear();
-        std::uint64_t n = std::min(batch_size, w.end - i);
-        for (std::uint64_t j = 0; j < n; ++j) {
-          batch.Put(w.keys.key(i + j), values_.next(w.value_position));
-        }
-        Status s = timed(w, [&] { return db.Write(batch); });
-        if (!s.ok()) return s;
-        w.ops += n;
-        i += n;
+      Status s = timed(w, [&] { return db_->Put(key, value); });
+      if (!s.ok()) return s;
+      ++w.ops;
+    }
+    return Status::OK();
+  }, r);
+}
+
+Status bench_runner::run_random_puts(std::size_t position, result* r) {
+  return measure(position, random_ops([this](worker& w, std::uint64_t k) {
+    std::string_view key = w.keys.key(k);
+    std::string_view value = values_.next(w.value_position);
+    return timed(w, [&] { return db_->Put(key, value); });
+  }), r);
+}
+
+Status bench_runner::run_random_deletes(std::size_t position, result* r) {
+  return measure(position, random_ops([this](worker& w, std::uint64_t k) {
+    std::string_view key = w.keys.key(k);
+    return timed(w, [&] { return db_->Delete(key); });
+  }), r);
+}
+
+// After the reads: "(found of ops found)".
+void set_found_message(result* r) {
+  r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) + " found)";
+}
+
+Status bench_runner::run_reads(std::size_t position, bool missing, result* r) {
+  r->found = 0;
+  Status s = measure(position, random_ops([this, missing](worker& w, std::uint64_t k) {
+    std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
+    return count_read(w, timed(w, [&] { return db_->Get(key, &w.value); }));
+  }), r);
+  set_found_message(r);
+  return s;
+}
+
+Status bench_runner::run_seekrandom(std::size_t position, result* r) {
+  r->found = 0;
+  r->seek_nexts = config_.seek_nexts;
+  const std::uint64_t nexts = config_.seek_nexts;
+  Status s = measure(position, random_ops([this, nexts](worker& w, std::uint64_t k) {
+    std::string_view key = w.keys.key(k);
+    return timed(w, [&] {
+      std::unique_ptr<Iterator> it = db_->NewIterator();
+      it->Seek(key);
+      if (it->Valid() && it->key() == key) ++w.found;
+      for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
+      return it->status();
+    });
+  }), r);
+  set_found_message(r);
+  return s;
+}
+
+Status bench_runner::run_fillbatch(std::size_t position, result* r) {
+  r->batch_size = config_.batch_size;
+  r->message = "(latency per batch of " + std::to_string(config_.batch_size) + ")";
+  const std::uint64_t batch_size = config_.batch_size;
+  return measure(position, [this, batch_size](worker& w, const std::atomic<bool>& stop) {
+    WriteBatch batch;
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed);) {
+      batch.Clear();
+      std::uint64_t n = std::min(batch_size, w.end - i);
+      for (std::uint64_t j = 0; j < n; ++j) {
+        batch.Put(w.keys.key(i + j), values_.next(w.value_position));
       }
-      return Status::OK();
-    }, r);
-  }
-  if (name == "readwhilewriting") return run_readwhilewriting(position, r);
-  return run_recover(position, r);
+      Status s = timed(w, [&] { return db_->Write(batch); });
+      if (!s.ok()) return s;
+      w.ops += n;
+      i += n;
+    }
+    return Status::OK();
+  }, r);
 }
 
 // --threads readers doing readrandom, and one writer doing random puts until every reader is
@@ -494,7 +555,6 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
   DB& db = *db_;
   const std::uint64_t readers = config_.threads, num = config_.num;
   std::atomic<std::uint64_t> readers_done{0};
-  r->benchmark = "readwhilewriting";
   r->found = 0;
   Stats before = db.GetStats();
   std::vector<worker> workers;
@@ -533,7 +593,6 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
 // Closes the store, times DB::Open (which recovers it), then times inserting as many keys
 // as recovery found versions, in random order, into a fresh pool with --threads threads.
 Status bench_runner::run_recover(std::size_t position, result* r) {
-  r->benchmark = "recover";
   r->has_latency = false;
   Stats before = db_->GetStats();
   if (before.versions == 0) {
@@ -708,7 +767,8 @@ int bench_runner::run() {
 
   for (std::size_t i = 0; i < config_.benchmarks.size(); ++i) {
     const std::string& name = config_.benchmarks[i];
-    if (is_fill(name)) {
+    const benchmark& spec = *find_benchmark(name);  // parse_bench_config checked the names
+    if (spec.pool == pool_use::fresh_fill) {
       if (config_.use_existing_db) {
         std::printf("%-16s : skipped (--use_existing_db)\n", name.c_str());
         continue;
@@ -719,7 +779,8 @@ int bench_runner::run() {
       }
     }
     result r;
-    s = run_one(name, i, &r);
+    r.benchmark = name;
+    s = spec.run(*this, i, &r);
     if (!s.ok()) return fail(name, s);
     pristine_ = false;
     print_result(r);
@@ -736,9 +797,11 @@ int bench_runner::run() {
 }  // namespace
 
 const std::vector<std::string>& bench_names() {
-  static const std::vector<std::string> names = {
-      "fillseq",    "fillrandom",   "overwrite", "readrandom",       "readmissing",
-      "seekrandom", "deleterandom", "fillbatch", "readwhilewriting", "recover"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const benchmark& b : kBenchmarks) v.emplace_back(b.name);
+    return v;
+  }();
   return names;
 }
 
@@ -752,7 +815,7 @@ bench_config parse_bench_config(arguments& args) {
     std::size_t comma = std::min(given.find(',', from), given.size());
     std::string name = given.substr(from, comma - from);
     if (!name.empty()) {
-      if (std::find(bench_names().begin(), bench_names().end(), name) == bench_names().end()) {
+      if (find_benchmark(name) == nullptr) {
         throw usage_error("--benchmarks: unknown benchmark '" + name + "' (known: " + list +
                           ")");
       }
@@ -791,11 +854,10 @@ std::uint64_t default_pool_size(const bench_config& config) {
   // Versions written since the last fresh pool, at their most.
   uint128 versions = 0, peak = 0;
   for (const std::string& name : config.benchmarks) {
-    if (is_fill(name)) versions = 0;
-    if (is_fill(name) || name == "overwrite" || name == "deleterandom" ||
-        name == "readwhilewriting") {
-      versions += config.num;
-    }
+    const benchmark* b = find_benchmark(name);
+    if (b == nullptr) continue;  // parse_bench_config refuses it
+    if (b->pool == pool_use::fresh_fill) versions = 0;
+    if (b->pool != pool_use::reads) versions += config.num;
     peak = std::max(peak, versions);
   }
   // A node: three words of up to 16 bytes, the key and the value, rounded to a cache line.
@@ -808,8 +870,14 @@ std::uint64_t default_pool_size(const bench_config& config) {
 int run_bench(const bench_config& config) { return bench_runner(config).run(); }
 
 std::string bench_usage() {
-  std::string list;
-  for (const std::string& n : bench_names()) list += (list.empty() ? "" : ",") + n;
+  std::string list, described;
+  for (const benchmark& b : kBenchmarks) {
+    if (!list.empty()) list += ',';
+    list += b.name;
+    std::string name(b.name);
+    name.resize(std::max<std::size_t>(name.size() + 1, 18), ' ');
+    described += "  " + name + std::string(b.description) + "\n";
+  }
   return "Usage: flintkv bench [--flag=value ...]\n"
          "  --benchmarks=LIST   comma-separated, run in order (default: " + list + ")\n"
          "                      fill* start from an empty pool; the others use the pool the\n"
@@ -828,7 +896,8 @@ std::string bench_usage() {
          "  --pool_size=BYTES   size of the pools bench creates (suffix K, M, G; default: room\n"
          "                      for every version the list writes, twice over, + 64M)\n"
          "  --histogram         print latency percentiles after each benchmark\n"
-         "  --json=FILE         write every benchmark's results to FILE as a JSON array\n";
+         "  --json=FILE         write every benchmark's results to FILE as a JSON array\n"
+         "Benchmarks:\n" + described;
 }
 
 }  // namespace flintkv::tools
