@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -31,6 +32,7 @@ using steady = std::chrono::steady_clock;
 constexpr std::uint64_t kMaxNum = std::uint64_t{1} << 40;
 constexpr std::uint64_t kMaxThreads = kMaxThreadSlots;
 constexpr std::uint64_t kHeadroomBytes = std::uint64_t{64} << 20;
+constexpr std::uint64_t kMaxRepeat = 10000;  // the N of --benchmarks=name*N
 
 double seconds_between(steady::time_point a, steady::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -149,6 +151,39 @@ class random_source {
   std::uint64_t state_;
 };
 
+// A pseudo-random permutation of [0, n): i = 0 .. n-1 maps to every key of [0, n) once, in an
+// order that looks random. A bijection of [0, 2^k), the smallest power of two above n-1
+// (xor with the seed, odd multiplies and xor-shifts, each invertible modulo 2^k), applied
+// again while it lands at or above n (cycle walking: under two rounds on average).
+// Needs no memory, so it does not add to the resident DRAM that bench reports.
+class key_permutation {
+ public:
+  key_permutation(std::uint64_t n, std::uint64_t seed) : n_(n) {
+    unsigned bits = n > 1 ? static_cast<unsigned>(std::bit_width(n - 1)) : 1;
+    mask_ = bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+    shift_ = std::max(1u, bits / 2);
+    seed_ = random_source(seed).next() & mask_;
+  }
+  // REQUIRES: i < n.
+  std::uint64_t operator()(std::uint64_t i) const {
+    std::uint64_t x = i;
+    do {
+      x = round(x);
+    } while (x >= n_);
+    return x;
+  }
+
+ private:
+  std::uint64_t round(std::uint64_t x) const {
+    x = (x ^ seed_) * 0x9e3779b97f4a7c15ull & mask_;
+    x ^= x >> shift_;
+    x = x * 0xbf58476d1ce4e5b9ull & mask_;
+    return x ^ (x >> shift_);
+  }
+  std::uint64_t n_, mask_, seed_;
+  unsigned shift_;
+};
+
 // Values: consecutive slices of one buffer of random letters, built once (like db_bench's
 // RandomGenerator); each thread keeps its own position in it.
 class value_source {
@@ -264,12 +299,11 @@ class bench_runner {
 
   // The benchmarks, each run as the `position`-th of the list (its seeds derive from it);
   // they fill `r`, whose `benchmark` is already set. kBenchmarks says which runs which.
-  enum class key_order { ascending, random };
-  // fillseq, fillrandom, overwrite: num puts, over each thread's share of the keys.
-  Status run_puts(std::size_t position, key_order order, result* r);
-  // overwrite (keys uniform over the whole key space) and deleterandom.
-  Status run_random_puts(std::size_t position, result* r);
-  Status run_random_deletes(std::size_t position, result* r);
+  enum class key_order { ascending, shuffled };
+  enum class write_op { put, remove };
+  // fillseq, fillrandom, overwrite, deleterandom: one write of each key, each thread over its
+  // share of the key space, in ascending order or in a random permutation of it.
+  Status run_writes(std::size_t position, key_order order, write_op op, result* r);
   Status run_reads(std::size_t position, bool missing, result* r);
   Status run_seekrandom(std::size_t position, result* r);
   Status run_fillbatch(std::size_t position, result* r);
@@ -320,14 +354,22 @@ struct benchmark {
 };
 
 using order = bench_runner::key_order;
+using write = bench_runner::write_op;
 constexpr benchmark kBenchmarks[] = {
     {"fillseq", "fresh pool; puts keys 0 .. num-1 in ascending order", pool_use::fresh_fill,
-     [](bench_runner& b, std::size_t p, result* r) { return b.run_puts(p, order::ascending, r); }},
-    {"fillrandom", "fresh pool; puts num keys drawn uniformly (with repeats, as db_bench)",
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, order::ascending, write::put, r);
+     }},
+    {"fillrandom", "fresh pool; puts every key 0 .. num-1 once, in a random order",
      pool_use::fresh_fill,
-     [](bench_runner& b, std::size_t p, result* r) { return b.run_puts(p, order::random, r); }},
-    {"overwrite", "puts num random keys into the current store", pool_use::adds_versions,
-     [](bench_runner& b, std::size_t p, result* r) { return b.run_random_puts(p, r); }},
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, order::shuffled, write::put, r);
+     }},
+    {"overwrite", "puts every key once more, in a new random order, into the current store",
+     pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, order::shuffled, write::put, r);
+     }},
     {"readrandom", "gets num random keys; reports how many were found", pool_use::reads,
      [](bench_runner& b, std::size_t p, result* r) { return b.run_reads(p, false, r); }},
     {"readmissing", "gets num keys that are never written", pool_use::reads,
@@ -335,8 +377,10 @@ constexpr benchmark kBenchmarks[] = {
     {"seekrandom", "num times: a new iterator, Seek to a random key, --seek_nexts Next()",
      pool_use::reads,
      [](bench_runner& b, std::size_t p, result* r) { return b.run_seekrandom(p, r); }},
-    {"deleterandom", "deletes num random keys", pool_use::adds_versions,
-     [](bench_runner& b, std::size_t p, result* r) { return b.run_random_deletes(p, r); }},
+    {"deleterandom", "deletes every key once, in a random order", pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, order::shuffled, write::remove, r);
+     }},
     {"fillbatch", "fresh pool; keys 0 .. num-1 in ascending order, --batch_size per batch",
      pool_use::fresh_fill,
      [](bench_runner& b, std::size_t p, result* r) { return b.run_fillbatch(p, r); }},
@@ -464,34 +508,25 @@ bench_runner::body bench_runner::random_ops(Op op) {
   };
 }
 
-Status bench_runner::run_puts(std::size_t position, key_order order, result* r) {
-  return measure(position, [this, order](worker& w, const std::atomic<bool>& stop) {
+Status bench_runner::run_writes(std::size_t position, key_order order, write_op op,
+                                result* r) {
+  return measure(position, [this, order, op](worker& w, const std::atomic<bool>& stop) {
+    key_permutation shuffle(w.end - w.begin, w.random.next());
     for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
-      std::uint64_t k =
-          order == key_order::ascending ? i : w.begin + w.random.uniform(w.end - w.begin);
+      std::uint64_t k = order == key_order::ascending ? i : w.begin + shuffle(i - w.begin);
       std::string_view key = w.keys.key(k);
-      std::string_view value = values_.next(w.value_position);
-      Status s = timed(w, [&] { return db_->Put(key, value); });
+      Status s;
+      if (op == write_op::put) {
+        std::string_view value = values_.next(w.value_position);
+        s = timed(w, [&] { return db_->Put(key, value); });
+      } else {
+        s = timed(w, [&] { return db_->Delete(key); });
+      }
       if (!s.ok()) return s;
       ++w.ops;
     }
     return Status::OK();
   }, r);
-}
-
-Status bench_runner::run_random_puts(std::size_t position, result* r) {
-  return measure(position, random_ops([this](worker& w, std::uint64_t k) {
-    std::string_view key = w.keys.key(k);
-    std::string_view value = values_.next(w.value_position);
-    return timed(w, [&] { return db_->Put(key, value); });
-  }), r);
-}
-
-Status bench_runner::run_random_deletes(std::size_t position, result* r) {
-  return measure(position, random_ops([this](worker& w, std::uint64_t k) {
-    std::string_view key = w.keys.key(k);
-    return timed(w, [&] { return db_->Delete(key); });
-  }), r);
 }
 
 // After the reads: "(found of ops found)".
@@ -814,12 +849,23 @@ bench_config parse_bench_config(arguments& args) {
   while (from <= given.size()) {
     std::size_t comma = std::min(given.find(',', from), given.size());
     std::string name = given.substr(from, comma - from);
+    std::uint64_t times = 1;  // name*N: N runs in a row
+    if (std::size_t star = name.find('*'); star != std::string::npos) {
+      times = parse_number(std::string_view(name).substr(star + 1), "--benchmarks: " + name);
+      if (times < 1 || times > kMaxRepeat) {
+        throw usage_error("--benchmarks: " + name + ": the count must be 1 to " +
+                          std::to_string(kMaxRepeat));
+      }
+      name.resize(star);
+    }
     if (!name.empty()) {
       if (find_benchmark(name) == nullptr) {
         throw usage_error("--benchmarks: unknown benchmark '" + name + "' (known: " + list +
                           ")");
       }
-      c.benchmarks.push_back(name);
+      c.benchmarks.insert(c.benchmarks.end(), times, name);
+    } else if (times != 1) {
+      throw usage_error("--benchmarks: a count without a benchmark name");
     }
     from = comma + 1;
   }
@@ -881,7 +927,9 @@ std::string bench_usage() {
   return "Usage: flintkv bench [--flag=value ...]\n"
          "  --benchmarks=LIST   comma-separated, run in order (default: " + list + ")\n"
          "                      fill* start from an empty pool; the others use the pool the\n"
-         "                      previous benchmark left\n"
+         "                      previous benchmark left; name*N runs a benchmark N times in a\n"
+         "                      row (fillrandom,overwrite*20: 20 passes over the whole key\n"
+         "                      space, each in a new order)\n"
          "  --num=N             keys in the key space, and operations per benchmark "
          "(default 1000000)\n"
          "  --threads=T         threads sharing the operations (default 1); readwhilewriting\n"
