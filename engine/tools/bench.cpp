@@ -220,6 +220,49 @@ struct worker {
   Status status;
 };
 
+// The process's resident memory (/proc/self/statm: pages times the page size).
+struct resident_memory {
+  std::uint64_t total = 0;   // the resident set
+  std::uint64_t shared = 0;  // of it, pages of mapped files: the pool's, the program's code
+  // DRAM the process itself holds (heap, index, stacks): the pool's pages are not in it.
+  std::uint64_t own() const { return total - std::min(shared, total); }
+};
+
+// nullopt when /proc/self/statm cannot be read.
+std::optional<resident_memory> read_resident_memory() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return std::nullopt;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int fields = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
+  std::fclose(f);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (fields != 3 || page <= 0) return std::nullopt;
+  return resident_memory{resident * static_cast<std::uint64_t>(page),
+                         shared * static_cast<std::uint64_t>(page)};
+}
+
+// The store's space after a benchmark: from GetStats() and the process's resident memory.
+struct space_use {
+  std::uint64_t live_keys = 0, pool_used = 0, obsolete_versions = 0;
+  std::uint64_t reclaimed_versions = 0, reclaimed_bytes = 0, reclamation_passes = 0;
+  std::optional<resident_memory> resident;
+
+  // Bytes per live key; nullopt when no key is live (or the bytes are unknown).
+  std::optional<double> per_key(std::optional<std::uint64_t> bytes) const {
+    if (!bytes || live_keys == 0) return std::nullopt;
+    return double(*bytes) / double(live_keys);
+  }
+  std::optional<std::uint64_t> dram() const {
+    return resident ? std::optional(resident->own()) : std::nullopt;
+  }
+};
+
+space_use space_of(const Stats& stats) {
+  return {stats.live_keys,          stats.pool_used,          stats.obsolete_versions,
+          stats.reclaimed_versions, stats.reclaimed_bytes,    stats.reclamation_passes,
+          read_resident_memory()};
+}
+
 // What one benchmark measured; the fields of its JSON object.
 struct result {
   std::string benchmark;
@@ -233,7 +276,8 @@ struct result {
   // Benchmark-specific fields, written to JSON when set.
   std::optional<std::uint64_t> found, writer_puts, batch_size, seek_nexts;
   std::optional<double> reopen_seconds, recovery_seconds, insert_seconds, ratio;
-  std::optional<std::uint64_t> recovered_versions, live_keys;
+  std::optional<std::uint64_t> recovered_versions;
+  space_use space;  // after the benchmark
 
   double ops_per_sec() const { return seconds > 0 ? double(ops) / seconds : 0; }
   double micros_per_op() const { return ops > 0 ? thread_seconds * 1e6 / double(ops) : 0; }
@@ -648,7 +692,6 @@ Status bench_runner::run_recover(std::size_t position, result* r) {
   r->reopen_seconds = r->seconds;
   r->recovery_seconds = after.recovery_seconds;
   r->recovered_versions = after.recovered_versions;
-  r->live_keys = after.live_keys;
   set_flushes(before, after, versions, r);
 
   // The same number of distinct keys, shuffled, into a fresh pool of the same size.
@@ -708,6 +751,28 @@ void bench_runner::print_header(const Stats& stats) const {
   std::fflush(stdout);
 }
 
+// "  space: ..." after each result line: the store's size and the process's DRAM, in MiB
+// and per live key ("-" when no key is live), and what reclamation has done so far.
+void print_space(const space_use& space) {
+  auto amount = [&](std::optional<std::uint64_t> bytes) {
+    char text[64] = "-";
+    std::optional<double> each = space.per_key(bytes);
+    if (bytes && each) {
+      std::snprintf(text, sizeof text, "%.1f MiB, %.1f B/key", double(*bytes) / (1 << 20), *each);
+    } else if (bytes) {
+      std::snprintf(text, sizeof text, "%.1f MiB, - B/key", double(*bytes) / (1 << 20));
+    }
+    return std::string(text);
+  };
+  std::printf("  space: %llu live keys; pool %s; DRAM %s; %llu obsolete versions; "
+              "reclaimed %llu versions in %llu passes\n",
+              static_cast<unsigned long long>(space.live_keys), amount(space.pool_used).c_str(),
+              amount(space.dram()).c_str(),
+              static_cast<unsigned long long>(space.obsolete_versions),
+              static_cast<unsigned long long>(space.reclaimed_versions),
+              static_cast<unsigned long long>(space.reclamation_passes));
+}
+
 void bench_runner::print_result(const result& r) const {
   char latency[96] = "p50       - us; p99       - us";
   if (r.has_latency) {
@@ -717,6 +782,7 @@ void bench_runner::print_result(const result& r) const {
   std::printf("%-16s : %11.3f micros/op; %11.0f ops/s; %s; %7.2f pwb/op; %7.2f pfence/op%s%s\n",
               r.benchmark.c_str(), r.micros_per_op(), r.ops_per_sec(), latency, r.pwb_per_op,
               r.pfence_per_op, r.message.empty() ? "" : "; ", r.message.c_str());
+  print_space(r.space);
   if (config_.histogram && r.has_latency) std::fputs(r.latency.to_string().c_str(), stdout);
   std::fflush(stdout);
 }
@@ -753,9 +819,24 @@ Status bench_runner::write_json() const {
     if (r.reopen_seconds) field("reopen_seconds", json_number(*r.reopen_seconds));
     if (r.recovery_seconds) field("recovery_seconds", json_number(*r.recovery_seconds));
     if (r.recovered_versions) field("recovered_versions", integer(*r.recovered_versions));
-    if (r.live_keys) field("live_keys", integer(*r.live_keys));
     if (r.insert_seconds) field("insert_seconds", json_number(*r.insert_seconds));
     if (r.ratio) field("ratio", json_number(*r.ratio));
+    const space_use& space = r.space;
+    auto maybe_integer = [&](std::optional<std::uint64_t> v) {
+      return v ? integer(*v) : std::string("null");
+    };
+    auto maybe_number = [](std::optional<double> v) { return v ? json_number(*v) : "null"; };
+    field("live_keys", integer(space.live_keys));
+    field("pool_used", integer(space.pool_used));
+    field("pool_bytes_per_key", maybe_number(space.per_key(space.pool_used)));
+    field("dram_bytes", maybe_integer(space.dram()));
+    field("dram_bytes_per_key", maybe_number(space.per_key(space.dram())));
+    field("rss_bytes", maybe_integer(space.resident ? std::optional(space.resident->total)
+                                                    : std::nullopt));
+    field("obsolete_versions", integer(space.obsolete_versions));
+    field("reclaimed_versions", integer(space.reclaimed_versions));
+    field("reclaimed_bytes", integer(space.reclaimed_bytes));
+    field("reclamation_passes", integer(space.reclamation_passes));
     out += o + (i + 1 < results_.size() ? "},\n" : "}\n");
   }
   out += "]\n";
@@ -817,6 +898,7 @@ int bench_runner::run() {
     r.benchmark = name;
     s = spec.run(*this, i, &r);
     if (!s.ok()) return fail(name, s);
+    r.space = space_of(db_->GetStats());
     pristine_ = false;
     print_result(r);
     results_.push_back(std::move(r));
