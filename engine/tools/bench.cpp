@@ -364,7 +364,8 @@ class bench_runner {
   Status run_workers(std::size_t position, std::size_t count, std::uint64_t total,
                      const body& fn, std::vector<worker>* workers);
   Status measure(std::size_t position, const body& fn, result* r);
-  // A body doing num operations `op(w, key)` on keys uniform over [0, num).
+  // A body doing each worker's share of num operations `op(w, key)`, on keys uniform over
+  // [0, num).
   template <class Op>
   body random_ops(Op op);
   void print_header(const Stats& stats) const;
@@ -397,22 +398,22 @@ struct benchmark {
   Status (*run)(bench_runner& runner, std::size_t position, result* r);
 };
 
-using order = bench_runner::key_order;
-using write = bench_runner::write_op;
+using key_order = bench_runner::key_order;
+using write_op = bench_runner::write_op;
 constexpr benchmark kBenchmarks[] = {
     {"fillseq", "fresh pool; puts keys 0 .. num-1 in ascending order", pool_use::fresh_fill,
      [](bench_runner& b, std::size_t p, result* r) {
-       return b.run_writes(p, order::ascending, write::put, r);
+       return b.run_writes(p, key_order::ascending, write_op::put, r);
      }},
     {"fillrandom", "fresh pool; puts every key 0 .. num-1 once, in a random order",
      pool_use::fresh_fill,
      [](bench_runner& b, std::size_t p, result* r) {
-       return b.run_writes(p, order::shuffled, write::put, r);
+       return b.run_writes(p, key_order::shuffled, write_op::put, r);
      }},
     {"overwrite", "puts every key once more, in a new random order, into the current store",
      pool_use::adds_versions,
      [](bench_runner& b, std::size_t p, result* r) {
-       return b.run_writes(p, order::shuffled, write::put, r);
+       return b.run_writes(p, key_order::shuffled, write_op::put, r);
      }},
     {"readrandom", "gets num random keys; reports how many were found", pool_use::reads,
      [](bench_runner& b, std::size_t p, result* r) { return b.run_reads(p, false, r); }},
@@ -423,7 +424,7 @@ constexpr benchmark kBenchmarks[] = {
      [](bench_runner& b, std::size_t p, result* r) { return b.run_seekrandom(p, r); }},
     {"deleterandom", "deletes every key once, in a random order", pool_use::adds_versions,
      [](bench_runner& b, std::size_t p, result* r) {
-       return b.run_writes(p, order::shuffled, write::remove, r);
+       return b.run_writes(p, key_order::shuffled, write_op::remove, r);
      }},
     {"fillbatch", "fresh pool; keys 0 .. num-1 in ascending order, --batch_size per batch",
      pool_use::fresh_fill,
@@ -1024,7 +1025,8 @@ std::string bench_usage() {
          "exit)\n"
          "  --use_existing_db   benchmark the existing pool at --db; fill* are skipped\n"
          "  --pool_size=BYTES   size of the pools bench creates (suffix K, M, G; default: room\n"
-         "                      for every version the list writes, twice over, + 64M)\n"
+         "                      for every version the list writes, none reclaimed, twice\n"
+         "                      over, + 64M)\n"
          "  --histogram         print latency percentiles after each benchmark\n"
          "  --json=FILE         write every benchmark's results to FILE as a JSON array\n"
          "Benchmarks:\n" + described;

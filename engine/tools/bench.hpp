@@ -48,8 +48,9 @@ const std::vector<std::string>& bench_names();
 bench_config parse_bench_config(arguments& args);
 
 // A pool size that holds the most versions the benchmark list can write between two fresh
-// pools (fills reset it; overwrite, deleterandom and readwhilewriting add versions, since
-// no version is ever collected), twice over, plus 64 MiB; never below kMinPoolSize.
+// pools (fills reset it; overwrite, deleterandom and readwhilewriting add versions), counting
+// none as reclaimed, twice over, plus 64 MiB; never below kMinPoolSize. With many overwrite
+// passes this is far more than a reclaiming engine needs: --pool_size sets the size.
 std::uint64_t default_pool_size(const bench_config& config);
 
 // Runs the benchmarks and prints db_bench-style lines on stdout, errors on stderr.
