@@ -97,7 +97,7 @@ def main():
               f"| {fmt(median([r['pfence_per_op'] for r in rs]))} |")
     w("")
     w("readrandom looks up keys drawn uniformly from the whole key space after fillrandom, "
-      "which (drawing with repeats) wrote about 63% of them: about a third of the reads miss. "
+      "which wrote every key once, in a random order: every read finds its key. "
       "A put writes back each cache line of its persistent node once, then the version word "
       "and the predecessor's link, and fences twice (prepare, attach): pwb/op is the node's "
       "lines + 2, pfence/op is 2. A get writes back nothing.")

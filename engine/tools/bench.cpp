@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -31,6 +32,7 @@ using steady = std::chrono::steady_clock;
 constexpr std::uint64_t kMaxNum = std::uint64_t{1} << 40;
 constexpr std::uint64_t kMaxThreads = kMaxThreadSlots;
 constexpr std::uint64_t kHeadroomBytes = std::uint64_t{64} << 20;
+constexpr std::uint64_t kMaxRepeat = 10000;  // the N of --benchmarks=name*N
 
 double seconds_between(steady::time_point a, steady::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -44,8 +46,6 @@ std::size_t decimal_digits(std::uint64_t v) {
   }
   return d;
 }
-
-bool is_fill(std::string_view name) { return name.starts_with("fill"); }
 
 // 128-bit products, so that num * t / threads and pool sizes cannot overflow.
 __extension__ typedef unsigned __int128 uint128;
@@ -151,6 +151,39 @@ class random_source {
   std::uint64_t state_;
 };
 
+// A pseudo-random permutation of [0, n): i = 0 .. n-1 maps to every key of [0, n) once, in an
+// order that looks random. A bijection of [0, 2^k), the smallest power of two above n-1
+// (xor with the seed, odd multiplies and xor-shifts, each invertible modulo 2^k), applied
+// again while it lands at or above n (cycle walking: under two rounds on average).
+// Needs no memory, so it does not add to the resident DRAM that bench reports.
+class key_permutation {
+ public:
+  key_permutation(std::uint64_t n, std::uint64_t seed) : n_(n) {
+    unsigned bits = n > 1 ? static_cast<unsigned>(std::bit_width(n - 1)) : 1;
+    mask_ = bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+    shift_ = std::max(1u, bits / 2);
+    seed_ = random_source(seed).next() & mask_;
+  }
+  // REQUIRES: i < n.
+  std::uint64_t operator()(std::uint64_t i) const {
+    std::uint64_t x = i;
+    do {
+      x = round(x);
+    } while (x >= n_);
+    return x;
+  }
+
+ private:
+  std::uint64_t round(std::uint64_t x) const {
+    x = (x ^ seed_) * 0x9e3779b97f4a7c15ull & mask_;
+    x ^= x >> shift_;
+    x = x * 0xbf58476d1ce4e5b9ull & mask_;
+    return x ^ (x >> shift_);
+  }
+  std::uint64_t n_, mask_, seed_;
+  unsigned shift_;
+};
+
 // Values: consecutive slices of one buffer of random letters, built once (like db_bench's
 // RandomGenerator); each thread keeps its own position in it.
 class value_source {
@@ -187,6 +220,49 @@ struct worker {
   Status status;
 };
 
+// The process's resident memory (/proc/self/statm: pages times the page size).
+struct resident_memory {
+  std::uint64_t total = 0;   // the resident set
+  std::uint64_t shared = 0;  // of it, pages of mapped files: the pool's, the program's code
+  // DRAM the process itself holds (heap, index, stacks): the pool's pages are not in it.
+  std::uint64_t own() const { return total - std::min(shared, total); }
+};
+
+// nullopt when /proc/self/statm cannot be read.
+std::optional<resident_memory> read_resident_memory() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return std::nullopt;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int fields = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
+  std::fclose(f);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (fields != 3 || page <= 0) return std::nullopt;
+  return resident_memory{resident * static_cast<std::uint64_t>(page),
+                         shared * static_cast<std::uint64_t>(page)};
+}
+
+// The store's space after a benchmark: from GetStats() and the process's resident memory.
+struct space_use {
+  std::uint64_t live_keys = 0, pool_used = 0, obsolete_versions = 0;
+  std::uint64_t reclaimed_versions = 0, reclaimed_bytes = 0, reclamation_passes = 0;
+  std::optional<resident_memory> resident;
+
+  // Bytes per live key; nullopt when no key is live (or the bytes are unknown).
+  std::optional<double> per_key(std::optional<std::uint64_t> bytes) const {
+    if (!bytes || live_keys == 0) return std::nullopt;
+    return double(*bytes) / double(live_keys);
+  }
+  std::optional<std::uint64_t> dram() const {
+    return resident ? std::optional(resident->own()) : std::nullopt;
+  }
+};
+
+space_use space_of(const Stats& stats) {
+  return {stats.live_keys,          stats.pool_used,          stats.obsolete_versions,
+          stats.reclaimed_versions, stats.reclaimed_bytes,    stats.reclamation_passes,
+          read_resident_memory()};
+}
+
 // What one benchmark measured; the fields of its JSON object.
 struct result {
   std::string benchmark;
@@ -200,7 +276,8 @@ struct result {
   // Benchmark-specific fields, written to JSON when set.
   std::optional<std::uint64_t> found, writer_puts, batch_size, seek_nexts;
   std::optional<double> reopen_seconds, recovery_seconds, insert_seconds, ratio;
-  std::optional<std::uint64_t> recovered_versions, live_keys;
+  std::optional<std::uint64_t> recovered_versions;
+  space_use space;  // after the benchmark
 
   double ops_per_sec() const { return seconds > 0 ? double(ops) / seconds : 0; }
   double micros_per_op() const { return ops > 0 ? thread_seconds * 1e6 / double(ops) : 0; }
@@ -264,19 +341,33 @@ class bench_runner {
 
   int run();
 
+  // The benchmarks, each run as the `position`-th of the list (its seeds derive from it);
+  // they fill `r`, whose `benchmark` is already set. kBenchmarks says which runs which.
+  enum class key_order { ascending, shuffled };
+  enum class write_op { put, remove };
+  // fillseq, fillrandom, overwrite, deleterandom: one write of each key, each thread over its
+  // share of the key space, in ascending order or in a random permutation of it.
+  Status run_writes(std::size_t position, key_order order, write_op op, result* r);
+  Status run_reads(std::size_t position, bool missing, result* r);
+  Status run_seekrandom(std::size_t position, result* r);
+  Status run_fillbatch(std::size_t position, result* r);
+  Status run_readwhilewriting(std::size_t position, result* r);
+  Status run_recover(std::size_t position, result* r);
+
  private:
   using body = std::function<Status(worker&, const std::atomic<bool>& stop)>;
 
   Status open_existing();
   Status open_fresh();
-  Status run_one(std::string_view name, std::size_t position, result* r);
   // Runs `fn` on `count` threads after a start barrier. The first min(count, --threads)
   // workers split [0, total) into their [begin, end) shares; any others get none.
   Status run_workers(std::size_t position, std::size_t count, std::uint64_t total,
                      const body& fn, std::vector<worker>* workers);
-  Status measure(std::string_view name, std::size_t position, const body& fn, result* r);
-  Status run_readwhilewriting(std::size_t position, result* r);
-  Status run_recover(std::size_t position, result* r);
+  Status measure(std::size_t position, const body& fn, result* r);
+  // A body doing each worker's share of num operations `op(w, key)`, on keys uniform over
+  // [0, num).
+  template <class Op>
+  body random_ops(Op op);
   void print_header(const Stats& stats) const;
   void print_result(const result& r) const;
   Status write_json() const;
@@ -291,6 +382,68 @@ class bench_runner {
   std::string configuration_;
   std::vector<result> results_;
 };
+
+// What a benchmark does to the pool, for the runner (fresh pools) and default_pool_size.
+enum class pool_use {
+  reads,          // writes nothing
+  fresh_fill,     // starts from an empty pool, then writes num versions
+  adds_versions,  // writes up to num versions into the store the previous benchmark left
+};
+
+// The benchmarks: one row each, in the order of the default list.
+struct benchmark {
+  std::string_view name;
+  std::string_view description;  // one line of --help
+  pool_use pool;
+  Status (*run)(bench_runner& runner, std::size_t position, result* r);
+};
+
+using key_order = bench_runner::key_order;
+using write_op = bench_runner::write_op;
+constexpr benchmark kBenchmarks[] = {
+    {"fillseq", "fresh pool; puts keys 0 .. num-1 in ascending order", pool_use::fresh_fill,
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, key_order::ascending, write_op::put, r);
+     }},
+    {"fillrandom", "fresh pool; puts every key 0 .. num-1 once, in a random order",
+     pool_use::fresh_fill,
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, key_order::shuffled, write_op::put, r);
+     }},
+    {"overwrite", "puts every key once more, in a new random order, into the current store",
+     pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, key_order::shuffled, write_op::put, r);
+     }},
+    {"readrandom", "gets num random keys; reports how many were found", pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_reads(p, false, r); }},
+    {"readmissing", "gets num keys that are never written", pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_reads(p, true, r); }},
+    {"seekrandom", "num times: a new iterator, Seek to a random key, --seek_nexts Next()",
+     pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_seekrandom(p, r); }},
+    {"deleterandom", "deletes every key once, in a random order", pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) {
+       return b.run_writes(p, key_order::shuffled, write_op::remove, r);
+     }},
+    {"fillbatch", "fresh pool; keys 0 .. num-1 in ascending order, --batch_size per batch",
+     pool_use::fresh_fill,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_fillbatch(p, r); }},
+    {"readwhilewriting", "--threads readers do readrandom while one thread puts random keys",
+     pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_readwhilewriting(p, r); }},
+    {"recover", "times reopening (recovering) the store, and inserting as many keys afresh",
+     pool_use::reads,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_recover(p, r); }},
+};
+
+// The row named `name`; nullptr if there is none.
+const benchmark* find_benchmark(std::string_view name) {
+  for (const benchmark& b : kBenchmarks) {
+    if (b.name == name) return &b;
+  }
+  return nullptr;
+}
 
 Status bench_runner::open_existing() {
   Options options;
@@ -360,9 +513,7 @@ Status bench_runner::run_workers(std::size_t position, std::size_t count, std::u
 }
 
 // Runs `fn` on --threads threads and fills the common fields of `r`.
-Status bench_runner::measure(std::string_view name, std::size_t position, const body& fn,
-                             result* r) {
-  r->benchmark = std::string(name);
+Status bench_runner::measure(std::size_t position, const body& fn, result* r) {
   Stats before = db_->GetStats();
   std::vector<worker> workers;
   Status s = run_workers(position, config_.threads, config_.num, fn, &workers);
@@ -390,101 +541,91 @@ Status count_read(worker& w, Status s) {
   return s.IsNotFound() ? Status::OK() : s;
 }
 
-Status bench_runner::run_one(std::string_view name, std::size_t position, result* r) {
-  DB& db = *db_;
-  const std::uint64_t num = config_.num;
-  auto found_message = [&] {
-    r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) + " found)";
+template <class Op>
+bench_runner::body bench_runner::random_ops(Op op) {
+  return [this, op](worker& w, const std::atomic<bool>& stop) {
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+      Status s = op(w, w.random.uniform(config_.num));
+      if (!s.ok()) return s;
+      ++w.ops;
+    }
+    return Status::OK();
   };
-  auto writes = [&](bool sequential) -> body {
-    return [&, sequential](worker& w, const std::atomic<bool>& stop) {
-      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
-        std::uint64_t k = sequential ? i : w.begin + w.random.uniform(w.end - w.begin);
-        std::string_view key = w.keys.key(k);
-        std::string_view value = values_.next(w.value_position);
-        Status s = timed(w, [&] { return db.Put(key, value); });
-        if (!s.ok()) return s;
-        ++w.ops;
-      }
-      return Status::OK();
-    };
-  };
-  // Operations on random keys over the whole key space, `share` of them per thread.
-  auto random_ops = [&](auto op) -> body {
-    return [&, op](worker& w, const std::atomic<bool>& stop) {
-      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
-        Status s = op(w, w.random.uniform(num));
-        if (!s.ok()) return s;
-        ++w.ops;
-      }
-      return Status::OK();
-    };
-  };
+}
 
-  if (name == "fillseq") return measure(name, position, writes(true), r);
-  if (name == "fillrandom") return measure(name, position, writes(false), r);
-  if (name == "overwrite") {
-    return measure(name, position, random_ops([&](worker& w, std::uint64_t k) {
+Status bench_runner::run_writes(std::size_t position, key_order order, write_op op,
+                                result* r) {
+  return measure(position, [this, order, op](worker& w, const std::atomic<bool>& stop) {
+    key_permutation shuffle(w.end - w.begin, w.random.next());
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
+      std::uint64_t k = order == key_order::ascending ? i : w.begin + shuffle(i - w.begin);
       std::string_view key = w.keys.key(k);
-      std::string_view value = values_.next(w.value_position);
-      return timed(w, [&] { return db.Put(key, value); });
-    }), r);
-  }
-  if (name == "deleterandom") {
-    return measure(name, position, random_ops([&](worker& w, std::uint64_t k) {
-      std::string_view key = w.keys.key(k);
-      return timed(w, [&] { return db.Delete(key); });
-    }), r);
-  }
-  if (name == "readrandom" || name == "readmissing") {
-    bool missing = name == "readmissing";
-    r->found = 0;
-    Status s = measure(name, position, random_ops([&, missing](worker& w, std::uint64_t k) {
-      std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
-      return count_read(w, timed(w, [&] { return db.Get(key, &w.value); }));
-    }), r);
-    found_message();
-    return s;
-  }
-  if (name == "seekrandom") {
-    r->found = 0;
-    r->seek_nexts = config_.seek_nexts;
-    const std::uint64_t nexts = config_.seek_nexts;
-    Status s = measure(name, position, random_ops([&, nexts](worker& w, std::uint64_t k) {
-      std::string_view key = w.keys.key(k);
-      return timed(w, [&] {
-        std::unique_ptr<Iterator> it = db.NewIterator();
-        it->Seek(key);
-        if (it->Valid() && it->key() == key) ++w.found;
-        for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
-        return it->status();
-      });
-    }), r);
-    found_message();
-    return s;
-  }
-  if (name == "fillbatch") {
-    r->batch_size = config_.batch_size;
-    r->message = "(latency per batch of " + std::to_string(config_.batch_size) + ")";
-    const std::uint64_t batch_size = config_.batch_size;
-    return measure(name, position, [&, batch_size](worker& w, const std::atomic<bool>& stop) {
-      WriteBatch batch;
-      for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed);) {
-        batch.Clear();
-        std::uint64_t n = std::min(batch_size, w.end - i);
-        for (std::uint64_t j = 0; j < n; ++j) {
-          batch.Put(w.keys.key(i + j), values_.next(w.value_position));
-        }
-        Status s = timed(w, [&] { return db.Write(batch); });
-        if (!s.ok()) return s;
-        w.ops += n;
-        i += n;
+      Status s;
+      if (op == write_op::put) {
+        std::string_view value = values_.next(w.value_position);
+        s = timed(w, [&] { return db_->Put(key, value); });
+      } else {
+        s = timed(w, [&] { return db_->Delete(key); });
       }
-      return Status::OK();
-    }, r);
-  }
-  if (name == "readwhilewriting") return run_readwhilewriting(position, r);
-  return run_recover(position, r);
+      if (!s.ok()) return s;
+      ++w.ops;
+    }
+    return Status::OK();
+  }, r);
+}
+
+// After the reads: "(found of ops found)".
+void set_found_message(result* r) {
+  r->message = "(" + std::to_string(*r->found) + " of " + std::to_string(r->ops) + " found)";
+}
+
+Status bench_runner::run_reads(std::size_t position, bool missing, result* r) {
+  r->found = 0;
+  Status s = measure(position, random_ops([this, missing](worker& w, std::uint64_t k) {
+    std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
+    return count_read(w, timed(w, [&] { return db_->Get(key, &w.value); }));
+  }), r);
+  set_found_message(r);
+  return s;
+}
+
+Status bench_runner::run_seekrandom(std::size_t position, result* r) {
+  r->found = 0;
+  r->seek_nexts = config_.seek_nexts;
+  const std::uint64_t nexts = config_.seek_nexts;
+  Status s = measure(position, random_ops([this, nexts](worker& w, std::uint64_t k) {
+    std::string_view key = w.keys.key(k);
+    return timed(w, [&] {
+      std::unique_ptr<Iterator> it = db_->NewIterator();
+      it->Seek(key);
+      if (it->Valid() && it->key() == key) ++w.found;
+      for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
+      return it->status();
+    });
+  }), r);
+  set_found_message(r);
+  return s;
+}
+
+Status bench_runner::run_fillbatch(std::size_t position, result* r) {
+  r->batch_size = config_.batch_size;
+  r->message = "(latency per batch of " + std::to_string(config_.batch_size) + ")";
+  const std::uint64_t batch_size = config_.batch_size;
+  return measure(position, [this, batch_size](worker& w, const std::atomic<bool>& stop) {
+    WriteBatch batch;
+    for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed);) {
+      batch.Clear();
+      std::uint64_t n = std::min(batch_size, w.end - i);
+      for (std::uint64_t j = 0; j < n; ++j) {
+        batch.Put(w.keys.key(i + j), values_.next(w.value_position));
+      }
+      Status s = timed(w, [&] { return db_->Write(batch); });
+      if (!s.ok()) return s;
+      w.ops += n;
+      i += n;
+    }
+    return Status::OK();
+  }, r);
 }
 
 // --threads readers doing readrandom, and one writer doing random puts until every reader is
@@ -494,7 +635,6 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
   DB& db = *db_;
   const std::uint64_t readers = config_.threads, num = config_.num;
   std::atomic<std::uint64_t> readers_done{0};
-  r->benchmark = "readwhilewriting";
   r->found = 0;
   Stats before = db.GetStats();
   std::vector<worker> workers;
@@ -533,7 +673,6 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
 // Closes the store, times DB::Open (which recovers it), then times inserting as many keys
 // as recovery found versions, in random order, into a fresh pool with --threads threads.
 Status bench_runner::run_recover(std::size_t position, result* r) {
-  r->benchmark = "recover";
   r->has_latency = false;
   Stats before = db_->GetStats();
   if (before.versions == 0) {
@@ -554,7 +693,6 @@ Status bench_runner::run_recover(std::size_t position, result* r) {
   r->reopen_seconds = r->seconds;
   r->recovery_seconds = after.recovery_seconds;
   r->recovered_versions = after.recovered_versions;
-  r->live_keys = after.live_keys;
   set_flushes(before, after, versions, r);
 
   // The same number of distinct keys, shuffled, into a fresh pool of the same size.
@@ -614,6 +752,28 @@ void bench_runner::print_header(const Stats& stats) const {
   std::fflush(stdout);
 }
 
+// "  space: ..." after each result line: the store's size and the process's DRAM, in MiB
+// and per live key ("-" when no key is live), and what reclamation has done so far.
+void print_space(const space_use& space) {
+  auto amount = [&](std::optional<std::uint64_t> bytes) {
+    char text[64] = "-";
+    std::optional<double> each = space.per_key(bytes);
+    if (bytes && each) {
+      std::snprintf(text, sizeof text, "%.1f MiB, %.1f B/key", double(*bytes) / (1 << 20), *each);
+    } else if (bytes) {
+      std::snprintf(text, sizeof text, "%.1f MiB, - B/key", double(*bytes) / (1 << 20));
+    }
+    return std::string(text);
+  };
+  std::printf("  space: %llu live keys; pool %s; DRAM %s; %llu obsolete versions; "
+              "reclaimed %llu versions in %llu passes\n",
+              static_cast<unsigned long long>(space.live_keys), amount(space.pool_used).c_str(),
+              amount(space.dram()).c_str(),
+              static_cast<unsigned long long>(space.obsolete_versions),
+              static_cast<unsigned long long>(space.reclaimed_versions),
+              static_cast<unsigned long long>(space.reclamation_passes));
+}
+
 void bench_runner::print_result(const result& r) const {
   char latency[96] = "p50       - us; p99       - us";
   if (r.has_latency) {
@@ -623,6 +783,7 @@ void bench_runner::print_result(const result& r) const {
   std::printf("%-16s : %11.3f micros/op; %11.0f ops/s; %s; %7.2f pwb/op; %7.2f pfence/op%s%s\n",
               r.benchmark.c_str(), r.micros_per_op(), r.ops_per_sec(), latency, r.pwb_per_op,
               r.pfence_per_op, r.message.empty() ? "" : "; ", r.message.c_str());
+  print_space(r.space);
   if (config_.histogram && r.has_latency) std::fputs(r.latency.to_string().c_str(), stdout);
   std::fflush(stdout);
 }
@@ -659,9 +820,24 @@ Status bench_runner::write_json() const {
     if (r.reopen_seconds) field("reopen_seconds", json_number(*r.reopen_seconds));
     if (r.recovery_seconds) field("recovery_seconds", json_number(*r.recovery_seconds));
     if (r.recovered_versions) field("recovered_versions", integer(*r.recovered_versions));
-    if (r.live_keys) field("live_keys", integer(*r.live_keys));
     if (r.insert_seconds) field("insert_seconds", json_number(*r.insert_seconds));
     if (r.ratio) field("ratio", json_number(*r.ratio));
+    const space_use& space = r.space;
+    auto maybe_integer = [&](std::optional<std::uint64_t> v) {
+      return v ? integer(*v) : std::string("null");
+    };
+    auto maybe_number = [](std::optional<double> v) { return v ? json_number(*v) : "null"; };
+    field("live_keys", integer(space.live_keys));
+    field("pool_used", integer(space.pool_used));
+    field("pool_bytes_per_key", maybe_number(space.per_key(space.pool_used)));
+    field("dram_bytes", maybe_integer(space.dram()));
+    field("dram_bytes_per_key", maybe_number(space.per_key(space.dram())));
+    field("rss_bytes", maybe_integer(space.resident ? std::optional(space.resident->total)
+                                                    : std::nullopt));
+    field("obsolete_versions", integer(space.obsolete_versions));
+    field("reclaimed_versions", integer(space.reclaimed_versions));
+    field("reclaimed_bytes", integer(space.reclaimed_bytes));
+    field("reclamation_passes", integer(space.reclamation_passes));
     out += o + (i + 1 < results_.size() ? "},\n" : "}\n");
   }
   out += "]\n";
@@ -708,7 +884,8 @@ int bench_runner::run() {
 
   for (std::size_t i = 0; i < config_.benchmarks.size(); ++i) {
     const std::string& name = config_.benchmarks[i];
-    if (is_fill(name)) {
+    const benchmark& spec = *find_benchmark(name);  // parse_bench_config checked the names
+    if (spec.pool == pool_use::fresh_fill) {
       if (config_.use_existing_db) {
         std::printf("%-16s : skipped (--use_existing_db)\n", name.c_str());
         continue;
@@ -719,8 +896,10 @@ int bench_runner::run() {
       }
     }
     result r;
-    s = run_one(name, i, &r);
+    r.benchmark = name;
+    s = spec.run(*this, i, &r);
     if (!s.ok()) return fail(name, s);
+    r.space = space_of(db_->GetStats());
     pristine_ = false;
     print_result(r);
     results_.push_back(std::move(r));
@@ -736,9 +915,11 @@ int bench_runner::run() {
 }  // namespace
 
 const std::vector<std::string>& bench_names() {
-  static const std::vector<std::string> names = {
-      "fillseq",    "fillrandom",   "overwrite", "readrandom",       "readmissing",
-      "seekrandom", "deleterandom", "fillbatch", "readwhilewriting", "recover"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const benchmark& b : kBenchmarks) v.emplace_back(b.name);
+    return v;
+  }();
   return names;
 }
 
@@ -751,12 +932,23 @@ bench_config parse_bench_config(arguments& args) {
   while (from <= given.size()) {
     std::size_t comma = std::min(given.find(',', from), given.size());
     std::string name = given.substr(from, comma - from);
+    std::uint64_t times = 1;  // name*N: N runs in a row
+    if (std::size_t star = name.find('*'); star != std::string::npos) {
+      times = parse_number(std::string_view(name).substr(star + 1), "--benchmarks: " + name);
+      if (times < 1 || times > kMaxRepeat) {
+        throw usage_error("--benchmarks: " + name + ": the count must be 1 to " +
+                          std::to_string(kMaxRepeat));
+      }
+      name.resize(star);
+    }
     if (!name.empty()) {
-      if (std::find(bench_names().begin(), bench_names().end(), name) == bench_names().end()) {
+      if (find_benchmark(name) == nullptr) {
         throw usage_error("--benchmarks: unknown benchmark '" + name + "' (known: " + list +
                           ")");
       }
-      c.benchmarks.push_back(name);
+      c.benchmarks.insert(c.benchmarks.end(), times, name);
+    } else if (times != 1) {
+      throw usage_error("--benchmarks: a count without a benchmark name");
     }
     from = comma + 1;
   }
@@ -791,11 +983,10 @@ std::uint64_t default_pool_size(const bench_config& config) {
   // Versions written since the last fresh pool, at their most.
   uint128 versions = 0, peak = 0;
   for (const std::string& name : config.benchmarks) {
-    if (is_fill(name)) versions = 0;
-    if (is_fill(name) || name == "overwrite" || name == "deleterandom" ||
-        name == "readwhilewriting") {
-      versions += config.num;
-    }
+    const benchmark* b = find_benchmark(name);
+    if (b == nullptr) continue;  // parse_bench_config refuses it
+    if (b->pool == pool_use::fresh_fill) versions = 0;
+    if (b->pool != pool_use::reads) versions += config.num;
     peak = std::max(peak, versions);
   }
   // A node: three words of up to 16 bytes, the key and the value, rounded to a cache line.
@@ -808,12 +999,20 @@ std::uint64_t default_pool_size(const bench_config& config) {
 int run_bench(const bench_config& config) { return bench_runner(config).run(); }
 
 std::string bench_usage() {
-  std::string list;
-  for (const std::string& n : bench_names()) list += (list.empty() ? "" : ",") + n;
+  std::string list, described;
+  for (const benchmark& b : kBenchmarks) {
+    if (!list.empty()) list += ',';
+    list += b.name;
+    std::string name(b.name);
+    name.resize(std::max<std::size_t>(name.size() + 1, 18), ' ');
+    described += "  " + name + std::string(b.description) + "\n";
+  }
   return "Usage: flintkv bench [--flag=value ...]\n"
          "  --benchmarks=LIST   comma-separated, run in order (default: " + list + ")\n"
          "                      fill* start from an empty pool; the others use the pool the\n"
-         "                      previous benchmark left\n"
+         "                      previous benchmark left; name*N runs a benchmark N times in a\n"
+         "                      row (fillrandom,overwrite*20: 20 passes over the whole key\n"
+         "                      space, each in a new order)\n"
          "  --num=N             keys in the key space, and operations per benchmark "
          "(default 1000000)\n"
          "  --threads=T         threads sharing the operations (default 1); readwhilewriting\n"
@@ -826,9 +1025,11 @@ std::string bench_usage() {
          "exit)\n"
          "  --use_existing_db   benchmark the existing pool at --db; fill* are skipped\n"
          "  --pool_size=BYTES   size of the pools bench creates (suffix K, M, G; default: room\n"
-         "                      for every version the list writes, twice over, + 64M)\n"
+         "                      for every version the list writes, none reclaimed, twice\n"
+         "                      over, + 64M)\n"
          "  --histogram         print latency percentiles after each benchmark\n"
-         "  --json=FILE         write every benchmark's results to FILE as a JSON array\n";
+         "  --json=FILE         write every benchmark's results to FILE as a JSON array\n"
+         "Benchmarks:\n" + described;
 }
 
 }  // namespace flintkv::tools

@@ -5,9 +5,12 @@
 //
 // Semantics (as db_bench): fill* start from an empty store; every other benchmark uses the
 // store left by the previous one. Keys are the decimal numbers 0..num-1 zero-padded to
-// key_size bytes; values come from a repeatable generator; random keys are uniform over
-// [0, num). With --threads=T each thread does its share (num / T) of the operations, fill*
-// over its own slice of the key space, all starting together at a barrier.
+// key_size bytes; values come from a repeatable generator. Reads draw keys uniformly over
+// [0, num); writes do not (unlike db_bench): fillrandom, overwrite and deleterandom write
+// each key once in a random order, so that a pass covers the key space (overwrite*20 is 20
+// whole-key-space passes; after deleterandom no key is left). With --threads=T each thread
+// does its share (num / T) of the operations, writes over its own slice of the key space,
+// all starting together at a barrier.
 //
 // Thread safety: run_bench runs on one thread and starts its own worker threads.
 #pragma once
@@ -40,12 +43,14 @@ struct bench_config {
 const std::vector<std::string>& bench_names();
 
 // Reads the bench flags from `args` and validates them together (e.g. that num-1 fits in
-// key_size digits). Throws usage_error naming the flag.
+// key_size digits); `name*N` in --benchmarks stands for N times `name`. Throws usage_error
+// naming the flag.
 bench_config parse_bench_config(arguments& args);
 
 // A pool size that holds the most versions the benchmark list can write between two fresh
-// pools (fills reset it; overwrite, deleterandom and readwhilewriting add versions, since
-// no version is ever collected), twice over, plus 64 MiB; never below kMinPoolSize.
+// pools (fills reset it; overwrite, deleterandom and readwhilewriting add versions), counting
+// none as reclaimed, twice over, plus 64 MiB; never below kMinPoolSize. With many overwrite
+// passes this is far more than a reclaiming engine needs: --pool_size sets the size.
 std::uint64_t default_pool_size(const bench_config& config);
 
 // Runs the benchmarks and prints db_bench-style lines on stdout, errors on stderr.
