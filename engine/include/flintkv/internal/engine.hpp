@@ -121,7 +121,7 @@ class engine final : public DB {
     if (index_ == nullptr) return;  // recovery failed before building the index
     // No reader is left (snapshots and iterators go before the DB): everything a newer
     // version or a delete made obsolete is dropped, so the pool holds live data only.
-    if (!read_only_) {
+    if (recovered_ && !read_only_) {
       const std::uint64_t w =
           std::min(next_version_, registry_.oldest().value_or(UINT64_MAX));
       apply(reclaimer_.pass(*index_, w, SIZE_MAX));
@@ -406,6 +406,7 @@ class engine final : public DB {
     keys_.store(found.keys, std::memory_order_relaxed);
     versions_.store(found.versions, std::memory_order_relaxed);
     recovered_versions_ = found.versions;
+    recovered_ = true;
     io::complete();
     recovery_seconds_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -858,6 +859,7 @@ class engine final : public DB {
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
   const bool read_only_;  // Options::read_only: nothing is written, by recovery either
+  bool recovered_ = false;  // open succeeded: the store may be written
   static inline thread_local std::uint64_t last_write_version_ = 0;
 };
 
