@@ -428,10 +428,14 @@ pool_spec interrupted_pool(const std::string& name, const fs::path& dir, Fill fi
   contents before = r.state;
   std::vector<std::byte> image;
   std::uint64_t most = 0;
-  m.set_event_hook([&](pv::event_kind, std::uint64_t) {
-    for (std::uint64_t choice = 0; choice < 6; ++choice) {
-      std::vector<std::byte> i =
-          choice == 0 ? m.crash(pv::writeback::all) : m.crash(pv::writeback::random, choice);
+  // Each random write-back leaves the link without the version about one time in four (the
+  // two lines are drawn independently), so two dozen draws per event find such an image
+  // wherever the write lands in the pool.
+  m.set_event_hook([&](pv::event_kind, std::uint64_t event) {
+    for (std::uint64_t choice = 0; choice < 24; ++choice) {
+      std::vector<std::byte> i = choice == 0
+                                     ? m.crash(pv::writeback::all)
+                                     : m.crash(pv::writeback::random, event * 131 + choice);
       const std::uint64_t n = walk_list(i).uncommitted;
       if (n > most) {
         most = n;

@@ -356,7 +356,8 @@ TEST_F(ToolsTest, CheckAcceptsAGoodPoolWithoutChangingIt) {
   std::string before = read_file(pool_);
   outcome c = flintkv({"check", pool_});
   EXPECT_OK(c);
-  EXPECT_NE(c.out.find("keys:                2\n"), std::string::npos) << c.out;
+  // Closing the store after the delete dropped "a" entirely: one key, live.
+  EXPECT_NE(c.out.find("keys:                1\n"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("live_keys:           1\n"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("status:              OK\n"), std::string::npos) << c.out;
   EXPECT_TRUE(read_file(pool_) == before) << "check changed the pool";
@@ -560,12 +561,16 @@ TEST_F(ToolsTest, RepairSalvagesADamagedPoolIntoANewOne) {
   const std::string target = (dir_ / "new.pool").string();
   outcome r = flintkv({"repair", pool_, target});
   EXPECT_OK(r);
-  EXPECT_NE(r.out.find("keys_salvaged:       4\n"), std::string::npos) << r.out;
+  // k3's only version is damaged: the old one was reclaimed when the store closed, and its
+  // node, found by the scan of the heap, carries the uncommitted marker reclamation gave it,
+  // so repair does not take it for a version.
+  EXPECT_NE(r.out.find("keys_salvaged:       3\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("uncommitted:         1\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dropped: node at offset "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("doubtful: key 'k3'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("key 'k3' (unverified): checksum mismatch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("status:              OK\n"), std::string::npos) << r.out;
   EXPECT_TRUE(read_file(pool_) == bytes) << "repair changed the damaged pool";
-  EXPECT_EQ(flintkv({"scan", target}).out, "k1\told-k1\nk2\told-k2\nk3\told-k3\nk4\told-k4\n");
+  EXPECT_EQ(flintkv({"scan", target}).out, "k1\told-k1\nk2\told-k2\nk4\told-k4\n");
   outcome check = flintkv({"check", target});
   EXPECT_OK(check);
   EXPECT_NE(check.out.find("pool_size:           16777216\n"), std::string::npos)
