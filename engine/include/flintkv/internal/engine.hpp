@@ -396,7 +396,7 @@ class engine final : public DB {
       make_index(node_offset{0});  // never initialised: an empty store, left as it is
     } else if (found.format != kFormat) {
       // A new pool (or one whose initialisation was interrupted: start it again).
-      if (Status s = initialise(root_ref()); !s.ok()) return s;
+      if (Status s = recovery_t::initialise(*storage_); !s.ok()) return s;
       make_index(*read_offset_word(io::get(root_ref().head), in_root(word_field::head)));
     }
     index_->finish_build();
@@ -416,30 +416,6 @@ class engine final : public DB {
   void make_index(node_offset head) {
     void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
     index_ = std::make_unique<skiplist>(head_memory, head.value);
-  }
-
-  // Lays out an empty store: the format word says "initialising" before the head is
-  // allocated, and this layout's format only once the rest is durable.
-  Status initialise(root_t& r) {
-    io::put(r.format, word63{kFormatInitialising});
-    io::flush(r.format);
-    io::fence();
-    node_offset head{0};
-    if (Status s = storage_->allocate(node::size_for(0, 0), &head); !s.ok()) return s;
-    node* h = at(head);
-    io::put(h->next, offset_word(node_offset{0}, in_node(head, word_field::next)));
-    io::put(h->version, version_word(0, in_node(head, word_field::version)));
-    io::put(h->sizes, sizes_word(head, {}, {}, 0));
-    io::flush(h, node::size_for(0, 0));
-    io::put(r.head, offset_word(head, in_root(word_field::head)));
-    io::put(r.commit_version, version_word(0, in_root(word_field::commit_version)));
-    io::put(r.batch_mode, kBatchIdle);
-    io::flush(&r, sizeof(root_t));
-    io::fence();
-    io::put(r.format, word63{kFormat});  // last: the store is initialised
-    io::flush(r.format);
-    io::fence();
-    return Status::OK();
   }
 
   // ---- the write path --------------------------------------------------------------------

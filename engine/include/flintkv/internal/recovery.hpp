@@ -15,7 +15,7 @@
 //      uncommitted node counted as newer than every version: so it has no cycle. The walk
 //      also stops after more nodes than the heap can hold. Every walk is bounded.
 //  (4) visitor.kept() was called for each node of a completed write, in list order.
-// Persistence (repair):
+// Persistence (repair; initialise() lays out a new store with its own fences):
 //  (1) Placement metadata left in the image is cleared first (not persisted: it is a hint).
 //  (2) Nodes of an unfinished batch get the uncommitted marker and every run of unfinished
 //      nodes is linked around: written back, then one fence.
@@ -269,6 +269,33 @@ class recovery {
       io::flush(r.batch_mode);
       io::fence();
     }
+  }
+
+  // Lays out an empty store: the format word says "initialising" before the head is
+  // allocated, and this layout's format only once the rest is durable. REQUIRES: the pool
+  // is writable; its root is blank or says "initialising".
+  template <recovery_storage Storage>
+  static Status initialise(Storage& s) {
+    root_t& r = *static_cast<root_t*>(s.root_area());
+    io::put(r.format, word63{kFormatInitialising});
+    io::flush(r.format);
+    io::fence();
+    node_offset head{0};
+    if (Status st = s.allocate(node::size_for(0, 0), &head); !st.ok()) return st;
+    node* h = static_cast<node*>(s.pointer(head));
+    io::put(h->next, offset_word(node_offset{0}, in_node(head, word_field::next)));
+    io::put(h->version, version_word(0, in_node(head, word_field::version)));
+    io::put(h->sizes, sizes_word(head, {}, {}, 0));
+    io::flush(h, node::size_for(0, 0));
+    io::put(r.head, offset_word(head, in_root(word_field::head)));
+    io::put(r.commit_version, version_word(0, in_root(word_field::commit_version)));
+    io::put(r.batch_mode, kBatchIdle);
+    io::flush(&r, sizeof(root_t));
+    io::fence();
+    io::put(r.format, word63{kFormat});  // last: the store is initialised
+    io::flush(r.format);
+    io::fence();
+    return Status::OK();
   }
 
   // A key as messages show it: printable ASCII as is, other bytes as \xNN, at most 64 bytes.
