@@ -469,11 +469,11 @@ class engine final : public DB {
     u.tombstone = tombstone;
     spares cleanup(*this, {&u, 1});
     Status s;
-    for (bool reclaimed = false;;) {
+    for (int round = 0;; ++round) {
       s = try_write_one(u);
-      // The pool is full: reclaim what readers allow, and try again once if that freed any.
-      if (!u.out_of_pool || reclaimed || reclaim_now() == 0) break;
-      reclaimed = true;
+      // The pool is full: reclaim what readers allow, and try again while that frees some
+      // (other writers may take what one round freed).
+      if (!u.out_of_pool || round == kFullPoolRounds || reclaim_now() == 0) break;
       u.out_of_pool = false;
     }
     if (s.ok()) {
@@ -518,12 +518,11 @@ class engine final : public DB {
       u.tombstone = e->kind == WriteBatch::Kind::kDelete;
     }
     Status s;
-    for (bool reclaimed = false;;) {
+    for (int round = 0;; ++round) {
       s = try_write_batch(updates);
       const bool full = std::any_of(updates.begin(), updates.end(),
                                     [](const update& u) { return u.out_of_pool; });
-      if (!full || reclaimed || reclaim_now() == 0) break;
-      reclaimed = true;
+      if (!full || round == kFullPoolRounds || reclaim_now() == 0) break;
       for (update& u : updates) u.out_of_pool = false;
     }
     if (s.ok()) {
@@ -820,6 +819,7 @@ class engine final : public DB {
 
   static constexpr unsigned kCheckEvery = 16;    // combining passes between watermark checks
   static constexpr int kReclaimRounds = 8;       // reclaim_now: enough for a mark to settle
+  static constexpr int kFullPoolRounds = 8;       // a write that finds the pool full
 
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<skiplist> index_;
