@@ -5,20 +5,26 @@
 // recovered by DB::Open's recovery, and checked against the durable-linearizability rule
 // (DESIGN.md section 7). The default suite samples each cell with a few crash points; the
 // crash-long suite runs at least 10,000 images per cell (CRASH_MIN_IMAGES). Then teeth: the
-// same campaigns fail engines that skip their fences. Then crashes during recovery itself:
+// same campaigns fail engines that skip their fences or free a block before its unlink is
+// durable. Then crashes during recovery itself (and the close's reclamation after it):
 // recovering what a crashed recovery left must give the same store.
 #include <gtest/gtest.h>
 
 #include <boost/hana.hpp>
 
-#include <cstring>
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -84,6 +90,67 @@ std::uint64_t decode_value(std::string_view key, std::string_view s, std::size_t
   return id;
 }
 
+// What a run of a reclaiming workload did, in memory shared with the harness's children
+// (created before they fork): each run that reaches its end (the counting run, and the run
+// that stops at every point) publishes its own figures, taken before the store is closed,
+// so the figures are those of the workload's operations, not of the close's final pass.
+// The largest run's figures are kept.
+struct reclaim_probe {
+  std::atomic<std::uint64_t> runs{0};
+  std::atomic<std::uint64_t> reclaimed_versions{0};  // versions reclaimed during the run
+  std::atomic<std::uint64_t> reclaiming_writes{0};   // writes during which that count grew
+  std::atomic<std::uint64_t> events_in_them{0};      // persistence events inside those writes
+
+  void publish(std::uint64_t versions, std::uint64_t writes, std::uint64_t events) {
+    runs.fetch_add(1);
+    raise(reclaimed_versions, versions);
+    raise(reclaiming_writes, writes);
+    raise(events_in_them, events);
+  }
+
+ private:
+  static void raise(std::atomic<std::uint64_t>& a, std::uint64_t v) {
+    std::uint64_t now = a.load();
+    while (now < v && !a.compare_exchange_weak(now, v)) {
+    }
+  }
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+// A probe in an anonymous shared mapping, so that forked children write the parent's copy.
+class shared_probe {
+ public:
+  shared_probe() {
+    void* p = ::mmap(nullptr, sizeof(reclaim_probe), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap of the reclaim probe failed");
+    probe_ = new (p) reclaim_probe;
+  }
+  ~shared_probe() {
+    probe_->~reclaim_probe();
+    ::munmap(probe_, sizeof(reclaim_probe));
+  }
+  shared_probe(const shared_probe&) = delete;
+  shared_probe& operator=(const shared_probe&) = delete;
+  reclaim_probe& operator*() const { return *probe_; }
+  reclaim_probe* get() const { return probe_; }
+
+ private:
+  reclaim_probe* probe_;
+};
+
+// How the subject drives the engine besides the workload's operations.
+struct subject_options {
+  std::size_t width = 8;         // value bytes (at least 8)
+  unsigned reclaim_every = 0;    // TEST_reclaim_every (0: the engine's own trigger)
+  // Snapshots held across writes: one taken after every `snapshot_every`-th write (0: none),
+  // released `snapshot_hold` writes later. The versions they can see are kept, and released
+  // together: reclamation meets keys with several versions, some of them kept.
+  unsigned snapshot_every = 0;
+  unsigned snapshot_hold = 0;
+  reclaim_probe* probe = nullptr;  // a fresh store's run publishes its figures here
+};
+
 // The engine as a crash-test subject, over the model's region, with values `width` bytes
 // long (at least 8).
 template <class Config>
@@ -91,22 +158,38 @@ class engine_subject {
   using engine = internal::engine_for<Config>;
 
  public:
-  engine_subject(pv::model& m, crashtest::start, std::size_t width = 8) : width_(width) {
-    Options options;
-    options.thread_slots = 4;
-    options.create_if_missing = true;  // a blank region: a new store; else recover
-    Status s = internal::open_region<Config>({m.base(), m.size()}, options, &db_);
+  engine_subject(pv::model& m, crashtest::start how, std::size_t width = 8)
+      : engine_subject(m, how, subject_options{.width = width}) {}
+
+  engine_subject(pv::model& m, crashtest::start how, const subject_options& options)
+      : model_(m), options_(options), width_(options.width) {
+    Options o;
+    o.thread_slots = 4;
+    o.create_if_missing = true;  // a blank region: a new store; else recover
+    Status s = internal::open_region<Config>({m.base(), m.size()}, o, &db_);
     if (!s.ok()) throw crashtest::invariant_violation("open: " + s.ToString());
     engine_ = dynamic_cast<engine*>(db_.get());
+    if (options_.reclaim_every != 0) engine_->TEST_reclaim_every(options_.reclaim_every);
+    if (how != crashtest::start::fresh) options_.probe = nullptr;
+  }
+
+  engine_subject(const engine_subject&) = delete;
+  engine_subject& operator=(const engine_subject&) = delete;
+
+  // Snapshots go before the DB (its close then reclaims everything, as at every close).
+  ~engine_subject() {
+    if (options_.probe != nullptr) {
+      options_.probe->publish(engine_->GetStats().reclaimed_versions, reclaiming_writes_.load(),
+                              events_in_them_.load());
+    }
+    for (const held& h : held_) db_->ReleaseSnapshot(h.snapshot);
   }
 
   std::uint64_t put(std::uint64_t key, std::uint64_t value) {
-    check(db_->Put(key_of(key), value_of(value, width_)));
-    return engine::TEST_last_write_version();
+    return write([&] { return db_->Put(key_of(key), value_of(value, width_)); });
   }
   std::uint64_t del(std::uint64_t key) {
-    check(db_->Delete(key_of(key)));
-    return engine::TEST_last_write_version();
+    return write([&] { return db_->Delete(key_of(key)); });
   }
   std::uint64_t write_batch(std::span<const crashtest::kv_write> entries) {
     WriteBatch batch;
@@ -117,8 +200,7 @@ class engine_subject {
         batch.Put(key_of(e.key), value_of(e.value, width_));
       }
     }
-    check(db_->Write(batch));
-    return engine::TEST_last_write_version();
+    return write([&] { return db_->Write(batch); });
   }
   crashtest::kv_read get(std::uint64_t key) {
     auto found = engine_->TEST_read(key_of(key));
@@ -136,14 +218,56 @@ class engine_subject {
     }
     return out;
   }
+  Stats stats() const { return engine_->GetStats(); }
 
  private:
+  struct held {
+    const Snapshot* snapshot;
+    std::uint64_t until;  // released once this many writes were made
+  };
+
+  // One write: its status checked, its version returned; then the snapshot schedule. With
+  // a probe, notes whether versions were reclaimed during it (by this thread's combining
+  // pass, or by another thread's while this one waited) and the events it spanned.
+  template <class Write>
+  std::uint64_t write(Write w) {
+    const bool probing = options_.probe != nullptr;
+    const std::uint64_t reclaimed = probing ? engine_->GetStats().reclaimed_versions : 0;
+    const std::uint64_t events = probing ? model_.persistence_events() : 0;
+    check(w());
+    const std::uint64_t version = engine::TEST_last_write_version();
+    if (probing && engine_->GetStats().reclaimed_versions > reclaimed) {
+      reclaiming_writes_.fetch_add(1);
+      events_in_them_.fetch_add(model_.persistence_events() - events);
+    }
+    if (options_.snapshot_every != 0) {
+      std::lock_guard lock(held_mutex_);
+      const std::uint64_t n = ++writes_;
+      while (!held_.empty() && held_.front().until <= n) {
+        db_->ReleaseSnapshot(held_.front().snapshot);
+        held_.erase(held_.begin());
+      }
+      if (n % options_.snapshot_every == 0) {
+        const Snapshot* s = db_->GetSnapshot();
+        if (s == nullptr) throw std::runtime_error("GetSnapshot: out of DRAM");
+        held_.push_back({s, n + options_.snapshot_hold});
+      }
+    }
+    return version;
+  }
+
   static void check(const Status& s) {
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
+  pv::model& model_;
+  subject_options options_;
   std::size_t width_;
   std::unique_ptr<DB> db_;
   engine* engine_ = nullptr;
+  std::mutex held_mutex_;
+  std::vector<held> held_;  // oldest first
+  std::uint64_t writes_ = 0;
+  std::atomic<std::uint64_t> reclaiming_writes_{0}, events_in_them_{0};
 };
 
 // ---- the crash matrix --------------------------------------------------------------------
@@ -162,6 +286,13 @@ struct workload_kind {
   crashtest::workload_config work;
   unsigned stall_ops;
   std::size_t points;  // crash points per cell in the default suite (CRASH_POINTS overrides)
+  // Reclamation cells: a reclamation pass after every `reclaim_every`-th combining pass,
+  // snapshots held as subject_options says; the cell requires that the run reclaimed.
+  // 0: the engine's own trigger (a batch of 64 queued entries), and no snapshots.
+  unsigned reclaim_every = 0;
+  unsigned snapshot_every = 0, snapshot_hold = 0;
+
+  bool reclaims() const { return reclaim_every != 0; }
 };
 
 const workload_kind workloads[] = {
@@ -182,6 +313,22 @@ const workload_kind workloads[] = {
      {.writer_threads = 1, .ops_per_writer = 30, .key_space = 8, .put_percent = 15,
       .del_percent = 10, .batch_percent = 65, .max_batch = 4},
      0, 55},
+    // Reclamation: one writer overwriting and deleting four keys (puts, deletes, batches of
+    // 2 or 3), a reclamation pass after every combining pass, and a snapshot taken every
+    // third write and released five writes later. Crashes land in unlinks, in the fence
+    // before the frees, in the freed nodes' markers, and in writes into reused blocks. The
+    // default suite samples 120 of the run's 200 to 800 events (the long suite takes all).
+    {"reclaim",
+     {.writer_threads = 1, .ops_per_writer = 30, .key_space = 4, .put_percent = 50,
+      .del_percent = 25, .batch_percent = 20, .max_batch = 3},
+     0, 120, 1, 3, 5},
+    // The same with two writers and a reader: a pass run by the combiner for another
+    // thread's write, and gets racing with reclamation.
+    {"reclaim2",
+     {.writer_threads = 2, .reader_threads = 1, .ops_per_writer = 20, .ops_per_reader = 100,
+      .key_space = 3, .put_percent = 55, .del_percent = 25, .batch_percent = 15,
+      .max_batch = 3},
+     2, 45, 1, 3, 5},
 };
 
 // Value widths: with the node's header and key, nodes that span one to four cache lines.
@@ -217,11 +364,24 @@ campaign_config config_for(const cell& c) {
 }
 
 template <class Config>
-campaign_result run_cell(const cell& c, campaign_config config) {
+campaign_result run_cell(const cell& c, campaign_config config, reclaim_probe* probe = nullptr) {
+  const subject_options options{.width = c.width,
+                                .reclaim_every = c.workload->reclaim_every,
+                                .snapshot_every = c.workload->snapshot_every,
+                                .snapshot_hold = c.workload->snapshot_hold,
+                                .probe = probe};
   return crashtest::run_kv_campaign<engine_subject<Config>>(
-      config, [width = c.width](pv::model& m, crashtest::start how) {
-        return std::make_unique<engine_subject<Config>>(m, how, width);
+      config, [options](pv::model& m, crashtest::start how) {
+        return std::make_unique<engine_subject<Config>>(m, how, options);
       });
+}
+
+// "reclaimed during the run: ..." for a cell's output.
+std::string describe(const reclaim_probe& p) {
+  return "reclaimed during the run (largest of " + std::to_string(p.runs.load()) +
+         " runs to the end): " + std::to_string(p.reclaimed_versions.load()) + " versions, in " +
+         std::to_string(p.reclaiming_writes.load()) + " writes spanning " +
+         std::to_string(p.events_in_them.load()) + " persistence events";
 }
 
 template <class Config>
@@ -229,10 +389,18 @@ class matrix_test : public ::testing::Test {
  public:
   explicit matrix_test(cell c) : cell_(std::move(c)) {}
   void TestBody() override {
-    campaign_result r = run_cell<Config>(cell_, config_for(cell_));
+    shared_probe probe;
+    campaign_result r = run_cell<Config>(cell_, config_for(cell_), probe.get());
     EXPECT_EQ(r.failed, 0u) << r.summary;
     EXPECT_GT(r.points, 0u) << r.summary;
     EXPECT_GE(r.images, r.points) << r.summary;
+    std::printf("  %s\n", describe(*probe).c_str());
+    if (cell_.workload->reclaims()) {
+      // A reclamation cell whose run reclaims nothing crashes no reclamation pass.
+      EXPECT_GT((*probe).runs.load(), 0u) << "no run reached its end";
+      EXPECT_GT((*probe).reclaimed_versions.load(), 0u)
+          << "the workload reclaimed nothing before the close: " << r.summary;
+    }
   }
 
  private:
@@ -361,7 +529,7 @@ class hand_off_test : public ::testing::Test {
 // Registers the tests of each configuration (a hand-off test, and one test per matrix cell),
 // before main runs them.
 const bool matrix_registered = [] {
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0, reclaim_seed = 0;
   hana::for_each(modes, [&](auto mode) {
     hana::for_each(placements, [&](auto placement) {
       using Mode = typename decltype(mode)::type;
@@ -373,7 +541,9 @@ const bool matrix_registered = [] {
           []() -> ::testing::Test* { return new hand_off_test<Config>; });
       for (const workload_kind& w : workloads) {
         for (std::size_t width : widths) {
-          cell c{std::string(Mode::name), std::string(Placement::name), &w, width, ++seed};
+          // The reclamation cells count their seeds apart, so the other cells keep theirs.
+          const std::uint64_t s = w.reclaims() ? 100 + ++reclaim_seed : ++seed;
+          cell c{std::string(Mode::name), std::string(Placement::name), &w, width, s};
           ::testing::RegisterTest("EngineCrashMatrix", c.name().c_str(), nullptr, nullptr,
                                   __FILE__, __LINE__,
                                   [c]() -> ::testing::Test* { return new matrix_test<Config>(c); });
@@ -388,6 +558,7 @@ const bool matrix_registered = [] {
 
 struct skips_fences : manual {};
 struct skips_hand_off : automatic {};
+struct frees_early : manual {};
 
 // ---- crashes during recovery ------------------------------------------------------------
 //
@@ -395,7 +566,9 @@ struct skips_hand_off : automatic {};
 // clears batch_mode. A crash in the middle leaves an image that is neither the crashed one
 // nor the repaired one, and recovering that image must give exactly the store the
 // uninterrupted recovery gives (same keys, values and versions), and new writes must get
-// versions above every recovered one.
+// versions above every recovered one. Recovery also queues the garbage it finds (older
+// versions, deletes) for reclamation, which writes nothing until the first pass: here the
+// store's close, whose pass (unlinks, fence, markers, frees) is crashed at every event too.
 
 using image = std::vector<std::byte>;
 constexpr std::size_t kRecoveryRegion = 1 << 20;
@@ -460,6 +633,7 @@ void run_recovery_workload(engine_subject<Config>& s) {
 struct recovery_crash_result {
   std::uint64_t starts = 0;      // crash images of the workload, recovered
   std::uint64_t repairing = 0;   // of those, recoveries that wrote to the pool
+  std::uint64_t reclaiming = 0;  // of those, stores whose close then reclaimed garbage
   std::uint64_t mid_images = 0;  // images of crashes during those recoveries, recovered
   std::vector<std::string> failures;
 };
@@ -491,16 +665,26 @@ recovery_crash_result crash_recoveries(std::uint64_t stride) {
       m.load_image(start);
       std::vector<crashtest::kv_entry> reference;
       std::vector<image> mids;
+      // The images are those of the recovery's repairs and of the store's close, whose
+      // reclamation pass drops the garbage that recovery found (and queued): the workload's
+      // overwrites and deletes, so crashes in the first pass after a recovery are checked.
+      bool repaired = false;
+      std::uint64_t garbage = 0;
       try {
         mids = images_during(m, [&] {
-          reference = engine_subject<R>(m, crashtest::start::recover).state();
+          const std::uint64_t before = m.persistence_events();
+          engine_subject<R> s(m, crashtest::start::recover);
+          repaired = m.persistence_events() != before;
+          reference = s.state();
+          garbage = s.stats().obsolete_versions;
         }, event);
       } catch (const std::exception& e) {
         result.failures.push_back(at + ": recovery of the crash image: " + e.what());
         continue;
       }
       if (mids.empty()) continue;
-      ++result.repairing;
+      if (repaired) ++result.repairing;
+      if (garbage > 0) ++result.reclaiming;
       std::uint64_t newest = 0;
       for (const auto& e : reference) newest = std::max(newest, e.version);
       for (const image& mid : mids) {
@@ -530,11 +714,13 @@ template <class Config>
 void expect_recoveries_survive_crashes() {
   recovery_crash_result r = crash_recoveries<Config>(kRecoveryStride);
   std::printf("crash during recovery: %llu start images, %llu recoveries repairing, "
-              "%llu images of crashed recoveries, %zu failed\n",
+              "%llu closes reclaiming, %llu images of crashed recoveries, %zu failed\n",
               static_cast<unsigned long long>(r.starts),
               static_cast<unsigned long long>(r.repairing),
+              static_cast<unsigned long long>(r.reclaiming),
               static_cast<unsigned long long>(r.mid_images), r.failures.size());
   EXPECT_GT(r.repairing, 0u) << "no start image needed a repair: the test checked nothing";
+  EXPECT_GT(r.reclaiming, 0u) << "no recovered store had garbage: no reclamation was crashed";
   for (std::size_t i = 0; i < r.failures.size() && i < 5; ++i) ADD_FAILURE() << r.failures[i];
 }
 
@@ -571,6 +757,14 @@ struct flintkv::internal::durable<Policy, skips_hand_off> : durable<Policy, auto
   static void hand_off() {}
 };
 
+// The engine in manual mode whose reclamation frees blocks before their unlinks are durable
+// (before_free() does nothing): a freed block is reused while the durable list may still
+// link it. Built only for this test.
+template <class Policy>
+struct flintkv::internal::durable<Policy, frees_early> : durable<Policy, manual> {
+  static void before_free() {}
+};
+
 namespace {
 
 // A matrix cell run on a broken configuration, stopping at the first few failures.
@@ -591,6 +785,14 @@ TEST(EngineCrashTest, CampaignCatchesAnEngineThatSkipsItsFences) {
   campaign_result r =
       run_broken_cell<on_model<hashed, skips_fences>>("manual-without-fences", "hashed", 0, 8, 7);
   EXPECT_GT(r.failed, 0u) << "a harness that passes a broken engine is broken: " << r.summary;
+}
+
+TEST(EngineCrashTest, CampaignCatchesAnEngineThatFreesBeforeItsUnlinkIsDurable) {
+  campaign_result r = run_broken_cell<on_model<hashed, frees_early>>(
+      "manual-freeing-early", "hashed", 3, 8, 9, 1000);
+  ASSERT_GT(r.failed, 0u) << "a harness that passes a broken engine is broken: " << r.summary;
+  for (const std::string& p : r.failures.front().problems) std::printf("  first: %s\n", p.c_str());
+  std::printf("  %s\n", r.failures.front().replay.c_str());
 }
 
 TEST(EngineCrashTest, MatrixCatchesAnAutomaticModeThatSkipsItsHandOffFence) {
