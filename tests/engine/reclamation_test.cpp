@@ -4,9 +4,10 @@
 //    every (or every third) combining pass: every held reader reads exactly its state, and
 //    once every reader is gone the store holds one version per live key and the pool's use
 //    is exactly that of a store written fresh with the same content.
-//  - ReclamationTest: versions older than every reader are dropped; deletes give back
-//    every byte; closing drops every obsolete version; a small pool full of reclaimable
-//    versions keeps taking writes, one full of pinned versions says NoSpace until they go.
+//  - ReclamationTest: a held reader keeps exactly the versions it can see, and versions
+//    older than every reader are dropped; deletes give back every byte; closing drops every
+//    obsolete version; a small pool full of reclaimable versions keeps taking writes, one
+//    full of pinned versions says NoSpace until they go.
 //  - ReclamationConcurrencyTest: writers overwrite and delete a few keys while readers hold
 //    snapshots and iterators, with reclamation after every combining pass; the values are
 //    encoded (key, writer, generation, checksum) so a reader that reached a reclaimed (and
@@ -358,6 +359,123 @@ using reclamation_configs =
     ::testing::Types<on_hardware<hashed, manual>, on_hardware<flit::adjacent, automatic>,
                      on_hardware<flit::link_and_persist, manual>>;
 TYPED_TEST_SUITE(ReclamationTest, reclamation_configs);
+
+// A snapshot held across many overwrites keeps the version it reads and no other old one;
+// releasing it lets that version go too.
+TYPED_TEST(ReclamationTest, SnapshotKeepsExactlyTheVersionsItCanSee) {
+  region memory(16 << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_TRUE(db);
+  auto* engine = engine_of<TypeParam>(db.get());
+  ASSERT_NE(engine, nullptr);
+  auto put = [&](const std::string& k, int i) {
+    EXPECT_TRUE(db->Put(k, k + "-" + std::to_string(i)).ok());
+    return last_version<TypeParam>();
+  };
+  std::uint64_t seen_k = 0;
+  for (int i = 1; i <= 10; ++i) seen_k = put("k", i);
+  const std::uint64_t seen_still = put("still", 0);     // never written again
+  const std::uint64_t seen_gone = put("gone", 0);       // deleted while S is held
+  put("later", 0);                                      // deleted and written again...
+  ASSERT_TRUE(db->Delete("later").ok());                // ...so S sees it absent
+  const std::uint64_t later_deleted = last_version<TypeParam>();
+  const Snapshot* s = db->GetSnapshot();
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->version(), last_version<TypeParam>());
+  std::uint64_t newest_k = 0, newest_later = 0;
+  for (int i = 11; i <= 110; ++i) {
+    newest_k = put("k", i);
+    if (i % 10 == 0) newest_later = put("later", i);
+  }
+  ASSERT_TRUE(db->Delete("gone").ok());
+  const std::uint64_t gone_deleted = last_version<TypeParam>();
+
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest_k, seen_k}));
+  EXPECT_EQ(engine->TEST_versions("still"), (std::vector<std::uint64_t>{seen_still}));
+  EXPECT_EQ(engine->TEST_versions("gone"), (std::vector<std::uint64_t>{gone_deleted, seen_gone}));
+  // S reads "later" as absent: from its delete, or from no version at or below it at all.
+  const std::vector<std::uint64_t> later = engine->TEST_versions("later");
+  const bool later_keeps_delete =
+      later == std::vector<std::uint64_t>{newest_later, later_deleted};
+  EXPECT_TRUE(later == std::vector<std::uint64_t>{newest_later} || later_keeps_delete)
+      << later.size() << " versions, the oldest " << later.back();
+  ReadOptions at;
+  at.snapshot = s;
+  std::string v;
+  ASSERT_TRUE(db->Get("k", &v, at).ok());
+  EXPECT_EQ(v, "k-10");
+  ASSERT_TRUE(db->Get("gone", &v, at).ok());
+  EXPECT_EQ(v, "gone-0");
+  EXPECT_TRUE(db->Get("later", &v, at).IsNotFound());
+  // 3 live keys, and the versions S reads of "k", "gone" (and maybe "later").
+  EXPECT_EQ(db->GetStats().versions, 3u + 2u + (later_keeps_delete ? 1u : 0u));
+
+  db->ReleaseSnapshot(s);
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest_k}));
+  EXPECT_EQ(engine->TEST_versions("still"), (std::vector<std::uint64_t>{seen_still}));
+  EXPECT_TRUE(engine->TEST_versions("gone").empty());
+  EXPECT_EQ(engine->TEST_versions("later"), (std::vector<std::uint64_t>{newest_later}));
+  EXPECT_EQ(db->GetStats().versions, 3u);
+}
+
+// The same with two snapshots and an iterator (an implicit snapshot) between them: each
+// keeps the version it reads.
+TYPED_TEST(ReclamationTest, EveryHeldReaderKeepsItsVersionAndOnlyThat) {
+  region memory(16 << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_TRUE(db);
+  auto* engine = engine_of<TypeParam>(db.get());
+  ASSERT_NE(engine, nullptr);
+  std::uint64_t newest = 0;
+  std::vector<std::uint64_t> seen;  // the versions the readers read, newest first
+  std::vector<std::string> seen_values;
+  const Snapshot* s1 = nullptr;
+  const Snapshot* s2 = nullptr;
+  std::unique_ptr<Iterator> it;
+  for (int i = 1; i <= 200; ++i) {
+    ASSERT_TRUE(db->Put("k", "v" + std::to_string(i)).ok());
+    newest = last_version<TypeParam>();
+    if (i == 20 || i == 90 || i == 150) {
+      seen.insert(seen.begin(), newest);
+      seen_values.insert(seen_values.begin(), "v" + std::to_string(i));
+    }
+    if (i == 20) s1 = db->GetSnapshot();
+    if (i == 90) {
+      it = db->NewIterator();
+      it->SeekToFirst();
+    }
+    if (i == 150) s2 = db->GetSnapshot();
+  }
+  engine->TEST_reclaim();
+  std::vector<std::uint64_t> expected{newest};
+  expected.insert(expected.end(), seen.begin(), seen.end());
+  EXPECT_EQ(engine->TEST_versions("k"), expected);
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->value(), seen_values[1]);
+  std::string v;
+  ReadOptions at;
+  at.snapshot = s1;
+  ASSERT_TRUE(db->Get("k", &v, at).ok());
+  EXPECT_EQ(v, seen_values[2]);
+  at.snapshot = s2;
+  ASSERT_TRUE(db->Get("k", &v, at).ok());
+  EXPECT_EQ(v, seen_values[0]);
+
+  // The oldest reader goes first, then the newest, then the one in the middle.
+  db->ReleaseSnapshot(s1);
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest, seen[0], seen[1]}));
+  db->ReleaseSnapshot(s2);
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest, seen[1]}));
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->value(), seen_values[1]);
+  it.reset();
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest}));
+}
 
 // Versions below the oldest reader are dropped (all but the one it reads), whatever is
 // held above it.
