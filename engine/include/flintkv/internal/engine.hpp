@@ -122,9 +122,7 @@ class engine final : public DB {
     // No reader is left (snapshots and iterators go before the DB): everything a newer
     // version or a delete made obsolete is dropped, so the pool holds live data only.
     if (recovered_ && !read_only_) {
-      const std::uint64_t w =
-          std::min(next_version_, registry_.oldest().value_or(UINT64_MAX));
-      apply(reclaimer_.pass(*index_, w, SIZE_MAX));
+      (void)reclaim(next_version_, SIZE_MAX, true);
       io::complete();
     }
     reclaimer_.clear();
@@ -735,9 +733,22 @@ class engine final : public DB {
       passes_since_check_ = 0;
     }
     passes_since_reclaim_ = 0;
-    const std::optional<std::uint64_t> w = reclaimer_.watermark(next_version_, registry_);
-    if (!w || (!test_due && !reclaimer_.due(*w, reclaimer_t::kBatch))) return;
-    apply(reclaimer_.pass(*index_, *w, reclaimer_t::kBudget));
+    const std::optional<std::uint64_t> m = reclaimer_.settled(next_version_);
+    if (!m || (!test_due && !reclaimer_.due(*m, reclaimer_t::kBatch))) return;
+    (void)reclaim(*m, reclaimer_t::kBudget, false);
+  }
+
+  // A reclamation pass with settled mark m and the registry as it is now; the versions
+  // dropped. Out of DRAM for the registry's copy, no pass (the combiner must not throw).
+  // REQUIRES: the combiner lock (or no other thread uses the engine).
+  std::uint64_t reclaim(std::uint64_t m, std::size_t budget, bool all) noexcept {
+    try {
+      const std::uint64_t generation = registry_.generation();  // before the copy: a reader
+      const std::vector<std::uint64_t> readers = registry_.versions();  // leaving now is seen
+      return apply(reclaimer_.pass(*index_, m, readers, generation, budget, all));
+    } catch (const std::bad_alloc&) {
+      return 0;
+    }
   }
 
   // Reclaims everything readers allow, waiting for the marks of the visible version to
@@ -749,14 +760,14 @@ class engine final : public DB {
     for (int round = 0; round < kReclaimRounds; ++round) {
       bool finished = false;
       combiner_.locked([&] {
-        if (reclaimer_.queued() == 0) {
+        if (reclaimer_.queued() == 0 && reclaimer_.parked() == 0) {
           finished = true;
           return;
         }
-        const std::optional<std::uint64_t> w = reclaimer_.watermark(next_version_, registry_);
-        if (!w) return;
-        finished = *w == next_version_;
-        dropped += apply(reclaimer_.pass(*index_, *w, SIZE_MAX));
+        const std::optional<std::uint64_t> m = reclaimer_.settled(next_version_);
+        if (!m) return;
+        finished = *m == next_version_;
+        dropped += reclaim(*m, SIZE_MAX, true);
       });
       if (finished) break;
     }

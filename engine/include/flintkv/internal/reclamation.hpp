@@ -1,9 +1,7 @@
 // Reclamation: the versions no reader can see any more are unlinked from the persistent list
 // and the index, and their space is freed.
 //
-// The watermark W is the oldest version a reader may still read. A version is garbage once a
-// newer version of its key is at or below W; a key whose newest version is a delete at or
-// below W disappears entirely. Readers are of three kinds:
+// Readers are of three kinds:
 //  - snapshots and iterators (implicit snapshots) register their version in the registry
 //    (snapshot_registry), which reads the visible version under its own lock;
 //  - Gets in flight take no lock: each runs pinned in the storage's epoch domain, and reads
@@ -11,33 +9,38 @@
 //    becomes a mark stamped with the epoch; once the epoch has advanced twice past the
 //    stamp, every reader pinned before the mark has finished, so every reader in flight
 //    read a visible version of at least V (the argument of epoch-based reclamation, with
-//    the publication of V in the place of an unlink);
+//    the publication of V in the place of an unlink). The newest such V is the settled
+//    mark M: every unregistered reader, now or later, reads at M or above;
 //  - writers read no version older than the newest of a key.
-// So W = min(the newest settled mark, the oldest registered snapshot or iterator).
+// A version v of a key, whose next newer version is n, is what the readers at [v, n) read.
+// So it is garbage when n <= M and no registered reader lies in [v, n): a snapshot keeps
+// exactly the versions it reads. A key whose newest version is a delete at or below M, with
+// no older version kept, disappears entirely. The watermark (statistics) is the oldest
+// version any reader may read: min(M, the oldest registered reader).
 //
 // Which keys have garbage: every write that gives a key a second version, or a delete, notes
-// (key, version) in a queue, in version order. A pass takes the entries whose version is at
-// or below W, and for each key keeps the newest version at or below W and everything newer,
-// and drops the rest.
+// (key, version) in a queue, in version order. A pass takes the entries at or below M and
+// drops each key's garbage; a key that still keeps a version for a registered reader is
+// parked, and parked keys are looked at again once a reader has left the registry.
 //
-// Thread safety: note(), watermark() and pass() run under the combiner lock; the registry
+// Thread safety: note(), settled() and pass() run under the combiner lock; the registry
 // has its own lock; the statistics may be read from any thread.
 // Invariants:
-//  (1) W never exceeds the version any live reader reads at, so no reader ever reaches a
-//      dropped version: a reader at version r >= W stops at the newest version <= r, which
-//      is at or above the kept one.
-//  (2) An entry's `queued` counts the queue entries naming it; an entry is removed from the
-//      index only when that count is 0, so no queue entry names a removed entry.
+//  (1) No live reader ever reaches a dropped version: a reader at version r walks its key's
+//      versions from the newest and stops at the newest one at or below r, which is kept
+//      (r is registered, or r >= M).
+//  (2) An entry's `queued` counts the queue and parked references to it; an entry is removed
+//      from the index only when that count is 0, so no reference names a removed entry.
 //  (3) A removed index entry and every dropped chain record are retired through the epoch
-//      domain (readers may stand on them); dropped persistent blocks are freed at once
-//      (by (1), no reader reads them).
+//      domain (readers may stand on them, or walk past them on a chain link read before the
+//      pass); dropped persistent blocks are freed at once (by (1), no reader reads them).
 // Persistence (one fence per pass):
-//  (1) Unlink: the kept version's successor becomes the node after the key's dropped run
-//      (one word per key); a removed key's predecessor (the previous key's oldest version)
-//      skips its node. Each is one self-checking word written back.
+//  (1) Unlink: each run of dropped versions of a key is skipped by one successor word (of
+//      the version kept before it); a removed key's predecessor (the previous key's oldest
+//      version) skips its node. Each is one self-checking word written back.
 //  (2) durable::before_free(): the unlinks are durable before any block is freed, so a
-//      freed block is never linked in the durable list, and a crash leaves each key with
-//      its run either linked (recovery rebuilds it, and a later pass drops it again) or not.
+//      freed block is never linked in the durable list, and a crash leaves each run either
+//      linked (recovery rebuilds it, and a later pass drops it again) or not.
 //  (3) Then each dropped node's version word becomes the uncommitted marker, written back
 //      and left to the thread's next fence, so a freed block does not look like a version
 //      to repair's scan of the heap; a crash before that fence leaves a freed node that
@@ -79,8 +82,21 @@ class snapshot_registry {
   void leave(std::uint64_t v) {
     std::lock_guard lock(mutex_);
     auto it = held_.find(v);
-    if (it != held_.end() && --it->second == 0) held_.erase(it);
+    if (it != held_.end() && --it->second == 0) {
+      held_.erase(it);
+      generation_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
+  // The registered versions, ascending. Throws std::bad_alloc.
+  std::vector<std::uint64_t> versions() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::uint64_t> out;
+    out.reserve(held_.size());
+    for (const auto& [v, c] : held_) out.push_back(v);
+    return out;
+  }
+  // Changes each time a version stops being registered.
+  std::uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
   std::optional<std::uint64_t> oldest() const {
     std::lock_guard lock(mutex_);
     if (held_.empty()) return std::nullopt;
@@ -96,6 +112,7 @@ class snapshot_registry {
  private:
   mutable std::mutex mutex_;
   std::map<std::uint64_t, std::uint64_t> held_;  // version -> readers
+  std::atomic<std::uint64_t> generation_{0};
 };
 
 // What a pass changed, for the engine's counters.
@@ -135,14 +152,15 @@ class reclaimer {
 
   std::size_t queued() const { return queue_.size(); }
 
-  // True if a pass with watermark w would find at least `n` queue entries to take.
-  bool due(std::uint64_t w, std::size_t n) const {
-    return queue_.size() >= n && queue_[n - 1].version <= w;
+  // True if a pass with settled mark m would find at least `n` queue entries to take.
+  bool due(std::uint64_t m, std::size_t n) const {
+    return queue_.size() >= n && queue_[n - 1].version <= m;
   }
 
-  // The watermark readers allow now, from the visible version last published (`visible`)
-  // and the registry; nullopt while no mark has settled. REQUIRES: the combiner lock.
-  std::optional<std::uint64_t> watermark(std::uint64_t visible, const snapshot_registry& reg) {
+  // The settled mark M: every Get in flight, and every reader to come, reads at M or above.
+  // From the visible version last published (`visible`); nullopt while no mark has settled.
+  // REQUIRES: the combiner lock.
+  std::optional<std::uint64_t> settled(std::uint64_t visible) {
     auto& epochs = storage_.epochs();
     epochs.collect();
     if ((marks_.empty() || marks_.back().version != visible) && marks_.size() < kMaxMarks) {
@@ -154,21 +172,34 @@ class reclaimer {
       settled_ = marks_.front().version;
       marks_.pop_front();
     }
-    if (!settled_) return std::nullopt;
-    return std::min(*settled_, reg.oldest().value_or(UINT64_MAX));
+    return settled_;
   }
 
-  // Drops what W allows, taking at most `budget` queue entries. REQUIRES: the combiner
-  // lock; `w` came from watermark() (or no reader exists and w <= the visible version).
-  reclaimed pass(skiplist& index, std::uint64_t w, std::size_t budget) {
+  // Drops every version no reader can see: readers are the registered versions `readers`
+  // (ascending, read after M settled) and every reader at `m` or above. Takes at most
+  // `budget` queue entries, then, if the registry changed since the last look (or `all`),
+  // that many parked keys. REQUIRES: the combiner lock.
+  reclaimed pass(skiplist& index, std::uint64_t m, const std::vector<std::uint64_t>& readers,
+                 std::uint64_t generation, std::size_t budget, bool all = false) {
     reclaimed done;
-    last_watermark_.store(w, std::memory_order_relaxed);
-    while (!queue_.empty() && budget-- > 0 && queue_.front().version <= w) {
+    last_watermark_.store(readers.empty() ? m : std::min(m, readers.front()),
+                          std::memory_order_relaxed);
+    std::size_t left = budget;
+    while (!queue_.empty() && left > 0 && queue_.front().version <= m) {
       inode* entry = queue_.front().entry;
       if (!room_for(entry)) break;  // out of DRAM for the bookkeeping: stop here
       queue_.pop_front();
-      --entry->queued;
-      drop_garbage(index, entry, w, &done);
+      --left;
+      settle(index, entry, m, readers, &done);
+    }
+    if (all || generation != parked_generation_) {
+      parked_generation_ = generation;
+      for (std::size_t n = std::min(parked_.size(), budget); n > 0; --n) {
+        inode* entry = parked_.front();
+        if (!room_for(entry)) break;
+        parked_.pop_front();
+        settle(index, entry, m, readers, &done);
+      }
     }
     if (!pending_.empty()) {
       io::before_free();  // (2)
@@ -188,13 +219,19 @@ class reclaimer {
     return done;
   }
 
+  // Keys that keep versions only for registered readers.
+  std::size_t parked() const { return parked_.size(); }
+
   std::uint64_t reclaimed_versions() const { return versions_.load(std::memory_order_relaxed); }
   std::uint64_t reclaimed_bytes() const { return bytes_.load(std::memory_order_relaxed); }
   std::uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
   std::uint64_t last_watermark() const { return last_watermark_.load(std::memory_order_relaxed); }
 
   // The entries still queued, for the engine's destructor (which frees the index).
-  void clear() { queue_.clear(); }
+  void clear() {
+    queue_.clear();
+    parked_.clear();
+  }
 
  private:
   static constexpr std::size_t kMaxMarks = 256;
@@ -244,44 +281,87 @@ class reclaimer {
     io::flush(at(from)->next);
   }
 
-  void drop_garbage(skiplist& index, inode* entry, std::uint64_t w, reclaimed* done) {
-    const version_ref newest = entry->unlocked_newest();
-    vrec* keep = nullptr;  // the kept version if it is in the chain (else the newest)
-    vrec* first = entry->older.load(std::memory_order_relaxed);
-    if (newest.version > w) {
-      keep = first;
-      while (keep != nullptr && keep->version > w) keep = keep->older.load(std::memory_order_relaxed);
-      if (keep == nullptr) return;  // every version is newer than W
-      first = keep->older.load(std::memory_order_relaxed);
+  // Takes one queue (or parked) reference of `entry` and drops its garbage; parks the key
+  // again if it keeps versions only for registered readers.
+  void settle(skiplist& index, inode* entry, std::uint64_t m,
+              const std::vector<std::uint64_t>& readers, reclaimed* done) {
+    --entry->queued;
+    if (drop_garbage(index, entry, m, readers, done)) {
+      try {
+        parked_.push_back(entry);
+        ++entry->queued;
+      } catch (...) {
+        // Out of DRAM: what the readers keep stays until the store is opened again.
+      }
     }
-    const std::size_t node_key = entry->key_size;
-    if (first != nullptr) {
-      const node_offset kept{keep != nullptr ? keep->pnode : newest.pnode};
-      link(kept, successor(node_offset{entry->tail_pnode}));  // (1)
-      (keep != nullptr ? keep->older : entry->older).store(nullptr, std::memory_order_release);
-      for (vrec* r = first; r != nullptr;) {
-        vrec* older = r->older.load(std::memory_order_relaxed);
+  }
+
+  // True if some registered reader reads at a version in [from, to).
+  static bool read_between(const std::vector<std::uint64_t>& readers, std::uint64_t from,
+                           std::uint64_t to) {
+    auto it = std::lower_bound(readers.begin(), readers.end(), from);
+    return it != readers.end() && *it < to;
+  }
+
+  // Drops the versions of `entry` no reader can see. A version v whose next newer version
+  // is n is read by the readers at [v, n): it is garbage if n <= m (no reader at m or above
+  // reads it) and no registered reader lies in [v, n). The newest version is never garbage;
+  // the key goes entirely when it is a delete at or below m with nothing older kept.
+  // Returns true if a version is kept for registered readers only (the key is parked).
+  bool drop_garbage(skiplist& index, inode* entry, std::uint64_t m,
+                    const std::vector<std::uint64_t>& readers, reclaimed* done) {
+    const version_ref newest = entry->unlocked_newest();
+    const std::size_t key_size = entry->key_size;
+    node_offset kept{newest.pnode};                 // the last version kept, so far
+    std::atomic<vrec*>* kept_link = &entry->older;  // its link to the next one kept
+    std::uint64_t newer = newest.version;           // the version just newer than r
+    bool in_run = false;                            // versions since `kept` were dropped
+    bool for_readers = false;
+    for (vrec* r = entry->older.load(std::memory_order_relaxed); r != nullptr;) {
+      vrec* older = r->older.load(std::memory_order_relaxed);
+      const bool in_flight = newer > m;
+      if (in_flight || read_between(readers, r->version, newer)) {
+        for_readers = for_readers || !in_flight;
+        if (in_run) {
+          link(kept, node_offset{r->pnode});  // (1)
+          kept_link->store(r, std::memory_order_release);
+          in_run = false;
+        }
+        kept = node_offset{r->pnode};
+        kept_link = &r->older;
+      } else {
         pending_.push_back({node_offset{r->pnode}});
         retired_.push_back({r, sizeof(vrec)});
         ++done->versions;
-        done->bytes += node::size_for(node_key, r->value_size);
-        r = older;
+        done->bytes += node::size_for(key_size, r->value_size);
+        in_run = true;
       }
+      newer = r->version;
+      r = older;
+    }
+    if (in_run) {  // the dropped run reaches the key's oldest version
+      link(kept, successor(node_offset{entry->tail_pnode}));  // (1)
+      kept_link->store(nullptr, std::memory_order_release);
       entry->tail_pnode = kept.value;
     }
-    if (keep == nullptr && newest.tombstone && entry->queued == 0) {
+    if (newest.tombstone && newest.version <= m && entry->queued == 0 &&
+        entry->older.load(std::memory_order_relaxed) == nullptr) {
       inode* pred = index.remove(entry);
       link(node_offset{pred->tail_pnode}, successor(node_offset{newest.pnode}));  // (1)
       pending_.push_back({node_offset{newest.pnode}});
       retired_.push_back({entry, entry->size()});
       ++done->versions;
       ++done->keys;
-      done->bytes += node::size_for(node_key, 0);
+      done->bytes += node::size_for(key_size, 0);
+      return false;
     }
+    return for_readers;
   }
 
   Storage& storage_;
   std::deque<queued_key> queue_;
+  std::deque<inode*> parked_;  // keys that keep versions only for registered readers
+  std::uint64_t parked_generation_ = 0;
   std::deque<mark> marks_;
   std::optional<std::uint64_t> settled_;
   std::vector<dropped> pending_;
