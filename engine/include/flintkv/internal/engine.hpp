@@ -129,7 +129,7 @@ class engine final : public DB {
     inode* n = index_->head();
     while (n != nullptr) {
       inode* next = n->load_next(0);
-      for (vrec* r = n->older.load(std::memory_order_relaxed); r != nullptr;) {
+      for (vrec* r = n->older().load(std::memory_order_relaxed); r != nullptr;) {
         vrec* older = r->older.load(std::memory_order_relaxed);
         storage_->dram_free(r, sizeof(vrec));
         r = older;
@@ -370,11 +370,11 @@ class engine final : public DB {
         if (last != nullptr && same_key(last->key(), key)) {
           auto* r = new (e.storage_->dram_allocate(sizeof(vrec))) vrec{v.version, v.pnode,
                                                                    v.value_size, v.tombstone};
-          (chain_tail != nullptr ? chain_tail->older : last->older)
+          (chain_tail != nullptr ? chain_tail->older : last->older())
               .store(r, std::memory_order_relaxed);
           if (chain_tail == nullptr && !e.read_only_) e.reclaimer_.note(last, last->unlocked_newest().version);
           chain_tail = r;
-          last->tail_pnode = off.value;
+          last->set_tail_pnode(off.value);
           return;
         }
         last = e.make_entry(key, v);
@@ -558,12 +558,14 @@ class engine final : public DB {
     u.entry = s != nullptr && same_key(s->key(), u.key) ? s : nullptr;
   }
 
-  // The persistent node a new version of u.key goes before: the key's newest version, or
-  // the next key's.
-  static node_offset successor_of(const update& u, bool locked) {
-    const inode* s = u.entry != nullptr ? u.entry : u.succs[0];
-    if (s == nullptr) return node_offset{0};
-    return node_offset{locked ? s->unlocked_newest().pnode : s->newest().pnode};
+  // The persistent node a new version of u.key goes before (the key's newest version, or
+  // the next key's): the successor of the located predecessor's oldest node, whose line the
+  // link writes anyway. Outside the lock a hint (that node may even be reclaimed meanwhile:
+  // its bytes stay in the pool), which link() checks again under the lock.
+  node_offset successor_of(const update& u) const {
+    const node_offset pred{u.preds[0]->tail_pnode()};
+    const auto next = read_offset_word(io::get(at(pred)->next), in_node(pred, word_field::next));
+    return next ? *next : node_offset{0};
   }
 
   // Allocates and fills the persistent node (first call), points it at the located
@@ -571,7 +573,7 @@ class engine final : public DB {
   // `lean`, else both kinds, so that attach never allocates). The caller fences before
   // advertising it.
   Status prepare(update& u, bool lean) {
-    const node_offset succ = successor_of(u, false);
+    const node_offset succ = successor_of(u);
     if (u.persistent == nullptr) {
       const std::size_t size = node::size_for(u.key.size(), u.value.size());
       if (Status s = storage_->allocate(size, &u.offset); !s.ok()) {
@@ -682,10 +684,10 @@ class engine final : public DB {
       return false;
     }
     if (entry != nullptr && entry->removed) return false;
-    if (successor_of(u, true) != u.succ) return false;
+    if (successor_of(u) != u.succ) return false;
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     io::flush(u.persistent->version);
-    const node_offset pred_node{pred->tail_pnode};
+    const node_offset pred_node{pred->tail_pnode()};
     io::put(at(pred_node)->next, offset_word(u.offset, in_node(pred_node, word_field::next)));
     io::flush(at(pred_node)->next);
     const version_ref v{version, u.offset.value, static_cast<std::uint32_t>(u.value.size()),
@@ -697,14 +699,14 @@ class engine final : public DB {
       vrec* r = new (u.displaced) vrec{displaced.version, displaced.pnode, displaced.value_size,
                                        displaced.tombstone};
       u.displaced = nullptr;
-      r->older.store(entry->older.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      r->older.store(entry->older().load(std::memory_order_relaxed), std::memory_order_relaxed);
       entry->publish(v, r);
       reclaimer_.note(entry, version);
     } else {
       entry = u.fresh;
       u.fresh = nullptr;
       entry->publish(v, nullptr);
-      entry->tail_pnode = u.offset.value;
+      entry->set_tail_pnode(u.offset.value);
       index_->insert(entry, u.preds);
       keys_.fetch_add(1, std::memory_order_relaxed);
       if (u.tombstone) reclaimer_.note(entry, version);

@@ -53,18 +53,28 @@ struct vrec {
   version_ref ref() const { return {version, pnode, value_size, tombstone}; }
 };
 
+// An index entry: a small header, its successors, its key, then its versions' state. A
+// search reads the header, one successor and the key of each entry it passes: for short keys
+// and low entries these share the entry's first cache line, and so does the offset of the
+// key's oldest node, which a writer locating its predecessor needs. The state (read once, on
+// the entry a search stops at) follows the key.
 struct inode {
-  // The newest version, under a sequence lock: odd while the combiner rewrites it.
+  // The newest version's sequence lock: odd while the combiner rewrites it.
   std::atomic<std::uint32_t> seq{0};
   std::uint16_t key_size = 0;
   std::uint8_t height = 0;
   bool removed = false;  // unlinked from the index; combiner only
-  std::atomic<std::uint64_t> version{0};
-  std::atomic<std::uint64_t> pnode{0};
-  std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
-  std::atomic<vrec*> older{nullptr};   // the chain of older versions, newest first
-  std::uint64_t tail_pnode = 0;        // combiner only: invariant (4)
-  std::uint32_t queued = 0;            // combiner only: reclamation queue entries naming it
+  // Invariant (4): written by the combiner only; read by writers that prepare a node to
+  // follow it (a hint, checked again under the lock).
+  std::atomic<std::uint64_t> tail{0};
+
+  struct state {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint64_t> pnode{0};
+    std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
+    std::atomic<vrec*> older{nullptr};   // the chain of older versions, newest first
+    std::uint32_t queued = 0;            // combiner only: reclamation references to the entry
+  };
 
   static constexpr std::uint64_t kTombstoneBit = std::uint64_t{1} << 32;
 
@@ -76,13 +86,19 @@ struct inode {
   // For prefetching only: the pointer may not be dereferenced.
   inode* next_relaxed(int level) const { return links()[level].load(std::memory_order_relaxed); }
 
+  std::atomic<vrec*>& older() const { return st().older; }
+  std::uint64_t tail_pnode() const { return tail.load(std::memory_order_relaxed); }
+  void set_tail_pnode(std::uint64_t off) { tail.store(off, std::memory_order_relaxed); }
+  std::uint32_t& queued() { return st().queued; }
+
   // The newest version and the chain below it, read consistently. Lock-free for readers.
   version_ref newest(vrec** chain = nullptr) const {
+    const state& t = st();
     while (true) {
       const std::uint32_t s = seq.load(std::memory_order_acquire);
       if ((s & 1) == 0) {
         version_ref r = unlocked_newest();
-        vrec* o = older.load(std::memory_order_relaxed);
+        vrec* o = t.older.load(std::memory_order_relaxed);
         std::atomic_thread_fence(std::memory_order_acquire);
         if (seq.load(std::memory_order_relaxed) == s) {
           if (chain != nullptr) *chain = o;
@@ -93,40 +109,57 @@ struct inode {
     }
   }
 
-  // The newest version at or below `version`, if any.
+  // The newest version at or below `version`, if any. The chain (whose link may lie on the
+  // entry's next cache line) is read only when the newest version is too new.
   std::optional<version_ref> visible_at(std::uint64_t version) const {
-    vrec* chain = nullptr;
-    const version_ref n = newest(&chain);
-    if (n.version <= version) return n;
-    for (const vrec* r = chain; r != nullptr; r = r->older.load(std::memory_order_acquire)) {
-      if (r->version <= version) return r->ref();
+    const state& t = st();
+    while (true) {
+      const std::uint32_t s = seq.load(std::memory_order_acquire);
+      if ((s & 1) != 0) {
+        _mm_pause();
+        continue;
+      }
+      const version_ref n = unlocked_newest();
+      const vrec* chain = n.version > version ? t.older.load(std::memory_order_relaxed) : nullptr;
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (seq.load(std::memory_order_relaxed) != s) continue;
+      if (n.version <= version) return n;
+      for (const vrec* r = chain; r != nullptr; r = r->older.load(std::memory_order_acquire)) {
+        if (r->version <= version) return r->ref();
+      }
+      return std::nullopt;
     }
-    return std::nullopt;
   }
 
   // The newest version, read by the combiner (which alone writes it) or before sharing.
   version_ref unlocked_newest() const {
-    const std::uint64_t m = meta.load(std::memory_order_relaxed);
-    return {version.load(std::memory_order_relaxed), pnode.load(std::memory_order_relaxed),
+    const state& t = st();
+    const std::uint64_t m = t.meta.load(std::memory_order_relaxed);
+    return {t.version.load(std::memory_order_relaxed), t.pnode.load(std::memory_order_relaxed),
             static_cast<std::uint32_t>(m), (m & kTombstoneBit) != 0};
   }
 
   // Makes `v` the newest version with `chain` below it. REQUIRES: the combiner lock (or the
   // index is not shared yet).
   void publish(const version_ref& v, vrec* chain) {
+    state& t = st();
     const std::uint32_t s = seq.load(std::memory_order_relaxed);
     seq.store(s + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    version.store(v.version, std::memory_order_relaxed);
-    pnode.store(v.pnode, std::memory_order_relaxed);
-    meta.store(v.value_size | (v.tombstone ? kTombstoneBit : 0), std::memory_order_relaxed);
-    older.store(chain, std::memory_order_relaxed);
+    t.version.store(v.version, std::memory_order_relaxed);
+    t.pnode.store(v.pnode, std::memory_order_relaxed);
+    t.meta.store(v.value_size | (v.tombstone ? kTombstoneBit : 0), std::memory_order_relaxed);
+    t.older.store(chain, std::memory_order_relaxed);
     seq.store(s + 2, std::memory_order_release);
   }
 
+  static std::size_t state_offset(int height, std::size_t key_size) {
+    const std::size_t end = sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) +
+                            key_size;
+    return (end + alignof(state) - 1) / alignof(state) * alignof(state);
+  }
   static std::size_t size_for(int height, std::size_t key_size) {
-    return sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) +
-           key_size;
+    return state_offset(height, key_size) + sizeof(state);
   }
   std::size_t size() const { return size_for(height, key_size); }
 
@@ -136,8 +169,9 @@ struct inode {
     auto* n = new (memory) inode();
     n->key_size = static_cast<std::uint16_t>(key.size());
     n->height = static_cast<std::uint8_t>(height);
+    new (&n->st()) state();
     n->publish(v, nullptr);
-    n->tail_pnode = v.pnode;
+    n->set_tail_pnode(v.pnode);
     for (int i = 0; i < height; ++i) new (&n->links()[i]) std::atomic<inode*>(nullptr);
     if (!key.empty()) {
       std::memcpy(reinterpret_cast<char*>(n->links() + height), key.data(), key.size());
@@ -146,11 +180,16 @@ struct inode {
   }
 
  private:
-  // The entry is followed by `height` successors, then the key bytes.
+  // The entry is followed by `height` successors, then the key bytes, then its state.
   std::atomic<inode*>* links() const {
     return reinterpret_cast<std::atomic<inode*>*>(const_cast<inode*>(this) + 1);
   }
+  state& st() const {
+    return *reinterpret_cast<state*>(reinterpret_cast<char*>(const_cast<inode*>(this)) +
+                                     state_offset(height, key_size));
+  }
 };
+static_assert(sizeof(inode) == 16);
 static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
 
 // Three-way bytewise comparison, eight bytes at a time (searches compare a key at every node
