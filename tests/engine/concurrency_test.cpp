@@ -61,8 +61,6 @@ class ConcurrencyTest : public ::testing::Test {
  protected:
   region memory_{64 << 20};
 };
-using concurrency_configs =
-    ::testing::Types<on_hardware<hashed, manual>, on_hardware<flit::adjacent, automatic>>;
 TYPED_TEST_SUITE(ConcurrencyTest, concurrency_configs);
 
 TYPED_TEST(ConcurrencyTest, ReadersSeeConsistentSnapshotsWhileWritersRun) {

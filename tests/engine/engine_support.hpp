@@ -33,6 +33,10 @@ using model_configs = ::testing::Types<
     on_hardware<flit::link_and_persist, manual>, on_hardware<flit::plain, automatic>,
     on_hardware<flit::nonpersistent, manual>>;
 
+// The concurrency tests' matrix: one configuration of each durability mode.
+using concurrency_configs =
+    ::testing::Types<on_hardware<hashed, manual>, on_hardware<flit::adjacent, automatic>>;
+
 // A zeroed, 64-byte aligned memory range standing in for persistent memory.
 class region {
  public:

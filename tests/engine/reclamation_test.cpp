@@ -699,8 +699,6 @@ class ReclamationConcurrencyTest : public ::testing::Test {
  protected:
   region memory_{32 << 20};
 };
-using concurrency_configs =
-    ::testing::Types<on_hardware<hashed, manual>, on_hardware<flit::adjacent, automatic>>;
 TYPED_TEST_SUITE(ReclamationConcurrencyTest, concurrency_configs);
 
 // Records failures from any thread; the first message is kept for the report.
