@@ -15,8 +15,9 @@
 //  (3) A chain is sorted by version, descending, and every version in it is below the
 //      entry's newest. Records are immutable once published, except `older`, which only
 //      the reclamation shortens.
-//  (4) tail_pnode is the persistent offset of the key's oldest version in the index: the
-//      persistent predecessor of the next key's versions. Combiner only.
+//  (4) tail_pnode() is the persistent offset of the key's oldest version in the index: the
+//      persistent predecessor of the next key's versions. Written by the combiner only;
+//      writers preparing a node read it as a hint, which the combiner checks again.
 #pragma once
 
 #include <immintrin.h>
