@@ -92,17 +92,19 @@ struct inode {
   void set_tail_pnode(std::uint64_t off) { tail.store(off, std::memory_order_relaxed); }
   std::uint32_t& queued() { return st().queued; }
 
-  // The newest version and the chain below it, read consistently. Lock-free for readers.
-  version_ref newest(vrec** chain = nullptr) const {
+  // The newest version and, if it is above `chain_above`, the chain below it (else
+  // nullptr), read consistently. Lock-free for readers. The chain's link may lie on the
+  // entry's next cache line: a reader the newest version suits does not touch it.
+  version_ref newest(vrec** chain, std::uint64_t chain_above = 0) const {
     const state& t = st();
     while (true) {
       const std::uint32_t s = seq.load(std::memory_order_acquire);
       if ((s & 1) == 0) {
-        version_ref r = unlocked_newest();
-        vrec* o = t.older.load(std::memory_order_relaxed);
+        const version_ref r = unlocked_newest();
+        vrec* o = r.version > chain_above ? t.older.load(std::memory_order_relaxed) : nullptr;
         std::atomic_thread_fence(std::memory_order_acquire);
         if (seq.load(std::memory_order_relaxed) == s) {
-          if (chain != nullptr) *chain = o;
+          *chain = o;
           return r;
         }
       }
@@ -110,26 +112,15 @@ struct inode {
     }
   }
 
-  // The newest version at or below `version`, if any. The chain (whose link may lie on the
-  // entry's next cache line) is read only when the newest version is too new.
+  // The newest version at or below `version`, if any.
   std::optional<version_ref> visible_at(std::uint64_t version) const {
-    const state& t = st();
-    while (true) {
-      const std::uint32_t s = seq.load(std::memory_order_acquire);
-      if ((s & 1) != 0) {
-        _mm_pause();
-        continue;
-      }
-      const version_ref n = unlocked_newest();
-      const vrec* chain = n.version > version ? t.older.load(std::memory_order_relaxed) : nullptr;
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (seq.load(std::memory_order_relaxed) != s) continue;
-      if (n.version <= version) return n;
-      for (const vrec* r = chain; r != nullptr; r = r->older.load(std::memory_order_acquire)) {
-        if (r->version <= version) return r->ref();
-      }
-      return std::nullopt;
+    vrec* chain = nullptr;
+    const version_ref n = newest(&chain, version);
+    if (n.version <= version) return n;
+    for (const vrec* r = chain; r != nullptr; r = r->older.load(std::memory_order_acquire)) {
+      if (r->version <= version) return r->ref();
     }
+    return std::nullopt;
   }
 
   // The newest version, read by the combiner (which alone writes it) or before sharing.
@@ -155,8 +146,8 @@ struct inode {
   }
 
   static std::size_t state_offset(int height, std::size_t key_size) {
-    const std::size_t end = sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) +
-                            key_size;
+    const std::size_t end =
+        sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) + key_size;
     return (end + alignof(state) - 1) / alignof(state) * alignof(state);
   }
   static std::size_t size_for(int height, std::size_t key_size) {
