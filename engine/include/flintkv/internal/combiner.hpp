@@ -43,7 +43,7 @@ class combiner {
   // A slot held for one attach.
   class lease {
    public:
-    explicit lease(combiner& c) : combiner_(c), slot_(c.take_slot()) {}
+    explicit lease(combiner& c) : slot_(c.take_slot()) {}
     ~lease() {
       slot_.state.store(slot_state::idle, std::memory_order_relaxed);
       slot_.owned.store(false, std::memory_order_release);
@@ -54,7 +54,6 @@ class combiner {
     slot& operator*() { return slot_; }
 
    private:
-    combiner& combiner_;
     slot& slot_;
   };
 

@@ -372,7 +372,9 @@ class engine final : public DB {
                                                                    v.value_size, v.tombstone};
           (chain_tail != nullptr ? chain_tail->older : last->older())
               .store(r, std::memory_order_relaxed);
-          if (chain_tail == nullptr && !e.read_only_) e.reclaimer_.note(last, last->unlocked_newest().version);
+          if (chain_tail == nullptr && !e.read_only_) {
+            e.reclaimer_.note(last, last->unlocked_newest().version);
+          }
           chain_tail = r;
           last->set_tail_pnode(off.value);
           return;
@@ -466,20 +468,27 @@ class engine final : public DB {
     u.value = value;
     u.tombstone = tombstone;
     spares cleanup(*this, {&u, 1});
-    Status s;
-    for (int round = 0;; ++round) {
-      s = try_write_one(u);
-      // The pool is full: reclaim what readers allow, and try again while that frees some
-      // (other writers may take what one round freed).
-      if (!u.out_of_pool || round == kFullPoolRounds || reclaim_now() == 0) break;
-      u.out_of_pool = false;
-    }
+    const Status s = reclaiming_when_full({&u, 1}, [&] { return try_write_one(u); });
     if (s.ok()) {
       (tombstone ? deletes_ : puts_).add();
       last_write_version_ = u.version;
     }
     io::complete();
     return s;
+  }
+
+  // Runs `attempt`; while it found the pool full (an update's out_of_pool), reclaims what
+  // readers allow and runs it again, as long as reclaiming frees something (other writers
+  // may take what one round freed).
+  template <class Attempt>
+  Status reclaiming_when_full(std::span<update> updates, Attempt&& attempt) {
+    for (int round = 0;; ++round) {
+      Status s = attempt();
+      const bool full = std::any_of(updates.begin(), updates.end(),
+                                    [](const update& u) { return u.out_of_pool; });
+      if (!full || round == kFullPoolRounds || reclaim_now() == 0) return s;
+      for (update& u : updates) u.out_of_pool = false;
+    }
   }
 
   Status try_write_one(update& u) {
@@ -515,14 +524,7 @@ class engine final : public DB {
       u.value = e->value;
       u.tombstone = e->kind == WriteBatch::Kind::kDelete;
     }
-    Status s;
-    for (int round = 0;; ++round) {
-      s = try_write_batch(updates);
-      const bool full = std::any_of(updates.begin(), updates.end(),
-                                    [](const update& u) { return u.out_of_pool; });
-      if (!full || round == kFullPoolRounds || reclaim_now() == 0) break;
-      for (update& u : updates) u.out_of_pool = false;
-    }
+    const Status s = reclaiming_when_full(updates, [&] { return try_write_batch(updates); });
     if (s.ok()) {
       batches_.add();
       last_write_version_ = updates.front().version;
@@ -563,9 +565,7 @@ class engine final : public DB {
   // link writes anyway. Outside the lock a hint (that node may even be reclaimed meanwhile:
   // its bytes stay in the pool), which link() checks again under the lock.
   node_offset successor_of(const update& u) const {
-    const node_offset pred{u.preds[0]->tail_pnode()};
-    const auto next = read_offset_word(io::get(at(pred)->next), in_node(pred, word_field::next));
-    return next ? *next : node_offset{0};
+    return recovery_t::successor(*storage_, node_offset{u.preds[0]->tail_pnode()});
   }
 
   // Allocates and fills the persistent node (first call), points it at the located
@@ -687,9 +687,7 @@ class engine final : public DB {
     if (successor_of(u) != u.succ) return false;
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     io::flush(u.persistent->version);
-    const node_offset pred_node{pred->tail_pnode()};
-    io::put(at(pred_node)->next, offset_word(u.offset, in_node(pred_node, word_field::next)));
-    io::flush(at(pred_node)->next);
+    recovery_t::link(*storage_, node_offset{pred->tail_pnode()}, u.offset);
     const version_ref v{version, u.offset.value, static_cast<std::uint32_t>(u.value.size()),
                         u.tombstone};
     bool had_live = false;
@@ -804,7 +802,7 @@ class engine final : public DB {
     if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == v.value_size &&
         ((flags_of(sizes) & kTombstone) != 0) == v.tombstone &&
         node_check_of(sizes) ==
-            node_checksum(node_offset{v.pnode}, sizes.bits, key, {p->body() + n->key_size, v.value_size})) {
+            node_checksum(node_offset{v.pnode}, sizes.bits, key, value_of(n, v))) {
       return Status::OK();
     }
     return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(v.pnode) +
@@ -832,7 +830,7 @@ class engine final : public DB {
 
   static constexpr unsigned kCheckEvery = 16;    // combining passes between watermark checks
   static constexpr int kReclaimRounds = 8;       // reclaim_now: enough for a mark to settle
-  static constexpr int kFullPoolRounds = 8;       // a write that finds the pool full
+  static constexpr int kFullPoolRounds = 8;      // a write that finds the pool full
 
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<skiplist> index_;

@@ -59,6 +59,7 @@
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
+#include "flintkv/internal/recovery.hpp"
 
 namespace flintkv::internal {
 
@@ -97,11 +98,6 @@ class snapshot_registry {
   }
   // Changes each time a version stops being registered.
   std::uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
-  std::optional<std::uint64_t> oldest() const {
-    std::lock_guard lock(mutex_);
-    if (held_.empty()) return std::nullopt;
-    return held_.begin()->first;
-  }
   std::uint64_t count() const {
     std::lock_guard lock(mutex_);
     std::uint64_t n = 0;
@@ -126,6 +122,7 @@ template <class Policy, class Mode, class Storage>
 class reclaimer {
   using io = durable<Policy, Mode>;
   using node = pnode<Policy>;
+  using list = recovery<Policy, Mode>;  // the list's words
 
  public:
   // Queue entries a pass takes at most (a pass runs inside a combiner pass: keep it short).
@@ -204,11 +201,7 @@ class reclaimer {
     }
     if (!pending_.empty()) {
       io::before_free();  // (2)
-      for (const dropped& d : pending_) {
-        node* n = at(d.offset);
-        io::put(n->version, uncommitted_word(in_node(d.offset, word_field::version)));
-        io::flush(n->version);
-      }
+      for (const dropped& d : pending_) list::mark_uncommitted(storage_, d.offset);
       for (const dropped& d : pending_) storage_.free(d.offset);
       pending_.clear();
     }
@@ -254,8 +247,6 @@ class reclaimer {
     std::size_t bytes;
   };
 
-  node* at(node_offset off) const { return static_cast<node*>(storage_.pointer(off)); }
-
   // Makes room in the bookkeeping for everything `entry` may drop, before anything is
   // written; false if out of DRAM.
   bool room_for(const inode* entry) {
@@ -273,15 +264,8 @@ class reclaimer {
     }
   }
 
-  node_offset successor(node_offset off) const {
-    const auto next = read_offset_word(io::get(at(off)->next), in_node(off, word_field::next));
-    return next ? *next : node_offset{0};
-  }
-
-  void link(node_offset from, node_offset to) {
-    io::put(at(from)->next, offset_word(to, in_node(from, word_field::next)));
-    io::flush(at(from)->next);
-  }
+  node_offset successor(node_offset off) const { return list::successor(storage_, off); }
+  void link(node_offset from, node_offset to) { list::link(storage_, from, to); }
 
   // A pass touches, per key, its entry and its oldest node (whose successor the unlink
   // takes, and whose version word gets the marker): nearly always two cache misses. The

@@ -255,20 +255,38 @@ class recovery {
       n->version.reset_metadata();
       n->sizes.reset_metadata();
     }
-    for (node_offset off : repairs.dead) {
-      io::put(at(off)->version, uncommitted_word(in_node(off, word_field::version)));
-      io::flush(at(off)->version);
-    }
-    for (auto [pred, succ] : repairs.link_around) {
-      io::put(at(pred)->next, offset_word(succ, in_node(pred, word_field::next)));
-      io::flush(at(pred)->next);
-    }
+    for (node_offset off : repairs.dead) mark_uncommitted(s, off);
+    for (auto [pred, succ] : repairs.link_around) link(s, pred, succ);
     if (!repairs.dead.empty() || !repairs.link_around.empty()) io::fence();
     if (repairs.clear_batch) {
       io::put(r.batch_mode, kBatchIdle);
       io::flush(r.batch_mode);
       io::fence();
     }
+  }
+
+  // The list's words as every writer of the list (attach, reclamation, repair) writes them.
+  // The successor recorded in the node at `off`; 0 if its word does not check itself.
+  template <recovery_storage Storage>
+  static node_offset successor(const Storage& s, node_offset off) {
+    const node* n = static_cast<const node*>(s.pointer(off));
+    const auto next = read_offset_word(io::get(n->next), in_node(off, word_field::next));
+    return next ? *next : node_offset{0};
+  }
+  // Points the node at `from` to `to`: written back, not fenced.
+  template <recovery_storage Storage>
+  static void link(Storage& s, node_offset from, node_offset to) {
+    node* n = static_cast<node*>(s.pointer(from));
+    io::put(n->next, offset_word(to, in_node(from, word_field::next)));
+    io::flush(n->next);
+  }
+  // Gives the node at `off` its uncommitted marker (it is no version any more): written
+  // back, not fenced.
+  template <recovery_storage Storage>
+  static void mark_uncommitted(Storage& s, node_offset off) {
+    node* n = static_cast<node*>(s.pointer(off));
+    io::put(n->version, uncommitted_word(in_node(off, word_field::version)));
+    io::flush(n->version);
   }
 
   // Lays out an empty store: the format word says "initialising" before the head is
