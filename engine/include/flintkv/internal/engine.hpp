@@ -294,6 +294,13 @@ class engine final : public DB {
   // an operation of this engine.
   std::uint64_t TEST_reclaim() { return reclaim_now(); }
 
+  // Test hook: the index's own check (skiplist::check): "" if it holds. REQUIRES: no
+  // writer.
+  std::string TEST_check_index() const {
+    auto pinned = pin();
+    return index_->check();
+  }
+
   // Test hook: the versions the index holds for `key`, newest first (empty if none).
   std::vector<std::uint64_t> TEST_versions(std::string_view key) const {
     auto pinned = pin();
@@ -415,7 +422,7 @@ class engine final : public DB {
 
   void make_index(node_offset head) {
     void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
-    index_ = std::make_unique<skiplist>(head_memory, head.value);
+    index_ = std::make_unique<skiplist>(head_memory, head.value, storage_->epochs());
   }
 
   // ---- the write path --------------------------------------------------------------------
@@ -554,7 +561,17 @@ class engine final : public DB {
                            std::to_string(kMaxVersion) + " has been used");
   }
 
+  // The located neighbours of u.key: for a key in the point table, its entry and the
+  // entry's predecessor (all an update of an existing key needs: link()); else a search.
   void locate(update& u) const {
+    if (inode* e = index_->lookup(u.key); e != nullptr) {
+      if (inode* p = e->prev(); p != nullptr) {
+        u.preds[0] = p;
+        u.succs[0] = e;
+        u.entry = e;
+        return;
+      }
+    }
     index_->locate(u.key, u.preds, u.succs);
     inode* s = u.succs[0];
     u.entry = s != nullptr && same_key(s->key(), u.key) ? s : nullptr;
@@ -600,6 +617,7 @@ class engine final : public DB {
     if ((u.entry == nullptr || !lean) && u.fresh == nullptr) {
       u.fresh = make_entry(u.key, {0, u.offset.value, 0, false});
     }
+    if (u.entry == nullptr) index_->prefetch_slot(u.key);
     _mm_prefetch(reinterpret_cast<const char*>(u.persistent), _MM_HINT_T0);
     return Status::OK();
   }
@@ -680,10 +698,11 @@ class engine final : public DB {
   bool link(update& u, std::uint64_t version) {
     inode* pred = u.preds[0];
     inode* entry = u.entry;
-    if (pred->removed || pred->load_next(0) != (entry != nullptr ? entry : u.succs[0])) {
+    if (pred->removed.load(std::memory_order_relaxed) ||
+        pred->load_next(0) != (entry != nullptr ? entry : u.succs[0])) {
       return false;
     }
-    if (entry != nullptr && entry->removed) return false;
+    if (entry != nullptr && entry->removed.load(std::memory_order_relaxed)) return false;
     if (successor_of(u) != u.succ) return false;
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     io::flush(u.persistent->version);

@@ -18,10 +18,14 @@
 //  (4) tail_pnode() is the persistent offset of the key's oldest version in the index: the
 //      persistent predecessor of the next key's versions. Written by the combiner only;
 //      writers preparing a node read it as a hint, which the combiner checks again.
+//  (5) A linked entry's prev() is its predecessor at level 0 (the head for the first key).
+//      Written by the combiner only; writers updating a key they found in the point table
+//      take it as their located predecessor, a hint the combiner checks again (engine.hpp).
 #pragma once
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstddef>
@@ -29,7 +33,11 @@
 #include <cstring>
 #include <new>
 #include <optional>
+#include <string>
 #include <string_view>
+
+#include "allocators/epoch.hpp"
+#include "flintkv/internal/checksum.hpp"
 
 namespace flintkv::internal {
 
@@ -64,7 +72,9 @@ struct inode {
   std::atomic<std::uint32_t> seq{0};
   std::uint16_t key_size = 0;
   std::uint8_t height = 0;
-  bool removed = false;  // unlinked from the index; combiner only
+  // Unlinked from the index. Written by the combiner; read by the combiner and by readers
+  // that reached the entry through the point table (which then search the skiplist instead).
+  std::atomic<bool> removed{false};
   // Invariant (4): written by the combiner only; read by writers that prepare a node to
   // follow it (a hint, checked again under the lock).
   std::atomic<std::uint64_t> tail{0};
@@ -74,6 +84,7 @@ struct inode {
     std::atomic<std::uint64_t> pnode{0};
     std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
     std::atomic<vrec*> older{nullptr};   // the chain of older versions, newest first
+    std::atomic<inode*> prev{nullptr};   // invariant (5)
     std::uint32_t queued = 0;            // combiner only: reclamation references to the entry
   };
 
@@ -91,6 +102,8 @@ struct inode {
   std::uint64_t tail_pnode() const { return tail.load(std::memory_order_relaxed); }
   void set_tail_pnode(std::uint64_t off) { tail.store(off, std::memory_order_relaxed); }
   std::uint32_t& queued() { return st().queued; }
+  inode* prev() const { return st().prev.load(std::memory_order_acquire); }
+  void set_prev(inode* p) { st().prev.store(p, std::memory_order_release); }
 
   // The newest version and, if it is above `chain_above`, the chain below it (else
   // nullptr), read consistently. Lock-free for readers. The chain's link may lie on the
@@ -183,6 +196,7 @@ struct inode {
 };
 static_assert(sizeof(inode) == 16);
 static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
+static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
 
 // Three-way bytewise comparison, eight bytes at a time (searches compare a key at every node
 // they pass, and the library memcmp call costs more than the comparison of a short key).
@@ -215,11 +229,226 @@ inline bool same_key(std::string_view a, std::string_view b) {
   return a.size() == b.size() && compare_keys(a, b) == 0;
 }
 
+// The hash of a key for the point table: CRC-32C over its 8-byte words (the instruction
+// where the CPU has it), the last word zero-padded, seeded with the size.
+inline std::uint32_t key_hash(std::string_view key) {
+  std::uint32_t h = ~static_cast<std::uint32_t>(key.size());
+  std::size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, key.data() + i, 8);
+    h = crc32c_word(h, w);
+  }
+  if (i < key.size()) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, key.data() + i, key.size() - i);
+    h = crc32c_word(h, w);
+  }
+  return h;
+}
+
+// Point lookups beside the skiplist: an open-addressed hash table (linear probing) from key
+// to index entry, so a Get finds its entry in a probe or two instead of a descent through
+// every level. It is an accelerator, never the truth: a lookup that finds nothing (or finds
+// a removed entry) is answered by the skiplist, so a slot the table could not take, a probe
+// that raced an erase or a reader still on a replaced table cost time, not correctness.
+//
+// A slot is one word: the entry's address in the low 48 bits, 16 bits of its key's hash
+// above (a probe compares keys only where these match), 0 for empty, 1 for erased.
+//
+// Thread safety: insert, erase and build run under the combiner lock (or before the index
+// is shared); find is lock-free and runs pinned in the epoch domain, which frees a replaced
+// table once no reader can still probe it.
+// Invariants:
+//  (1) A live (not removed) entry is in the current table at most once, and every slot
+//      names an entry that is not yet retired: erase comes before the entry's removal.
+//  (2) Lookups start at the key's home slot and stop at an empty one; a table is grown or
+//      rebuilt before its used and erased slots together exceed kMaxLoad of it, so an empty
+//      slot always ends a probe.
+class point_table {
+ public:
+  point_table() = default;
+  ~point_table() { destroy(table_.load(std::memory_order_relaxed)); }
+  point_table(const point_table&) = delete;
+  point_table& operator=(const point_table&) = delete;
+
+  // The entry of `key` if the table holds it and it is not removed, else nullptr (the
+  // caller asks the skiplist). REQUIRES: pinned in the epoch domain given to replace().
+  inode* find(std::string_view key, std::uint32_t hash) const {
+    const table* t = table_.load(std::memory_order_acquire);
+    if (t == nullptr) return nullptr;
+    const std::uint64_t tag = tag_of(hash);
+    for (std::size_t i = t->home(hash);; i = t->after(i)) {
+      const std::uint64_t w = t->slots()[i].load(std::memory_order_acquire);
+      if (w == kEmpty) return nullptr;
+      if (w == kErased || (w & kTagMask) != tag) continue;
+      inode* n = entry_of(w);
+      if (same_key(n->key(), key)) {
+        return n->removed.load(std::memory_order_acquire) ? nullptr : n;
+      }
+    }
+  }
+
+  // Adds `n`, a new live entry (no live entry of its key is in the table). REQUIRES: the
+  // combiner lock. If the table must grow and there is no DRAM for it, `n` is left out.
+  void insert(inode* n, alloc::epoch_domain& epochs) {
+    table* t = table_.load(std::memory_order_relaxed);
+    if (t == nullptr || (t->used + t->erased + 1) * kLoadDen > t->capacity * kMaxLoad) {
+      t = regrow(epochs, t == nullptr ? 0 : t->used + 1);
+      if (t == nullptr) return;
+    }
+    place(*t, n, key_hash(n->key()));
+  }
+
+  // Removes `n` (before the entry is unlinked and retired). REQUIRES: the combiner lock.
+  void erase(const inode* n) {
+    table* t = table_.load(std::memory_order_relaxed);
+    if (t == nullptr) return;
+    for (std::size_t i = t->home(key_hash(n->key()));; i = t->after(i)) {
+      const std::uint64_t w = t->slots()[i].load(std::memory_order_relaxed);
+      if (w == kEmpty) return;  // never placed (no DRAM when it was inserted)
+      if (w != kErased && entry_of(w) == n) {
+        t->slots()[i].store(kErased, std::memory_order_release);
+        --t->used;
+        ++t->erased;
+        return;
+      }
+    }
+  }
+
+  // Replaces the table with one sized for `entries` entries, filled from `first` along
+  // level 0 (recovery, after the bulk build). REQUIRES: the index is not shared yet.
+  void build(const inode* first, std::size_t entries) {
+    table* t = make(capacity_for(entries));
+    if (t == nullptr) return;
+    for (const inode* n = first; n != nullptr; n = n->load_next(0)) {
+      place(*t, const_cast<inode*>(n), key_hash(n->key()));
+    }
+    destroy(table_.exchange(t, std::memory_order_acq_rel));
+  }
+
+  // The home slot of `hash`, for prefetching before a lookup. May be nullptr.
+  const void* home_of(std::uint32_t hash) const {
+    const table* t = table_.load(std::memory_order_acquire);
+    return t == nullptr ? nullptr : &t->slots()[t->home(hash)];
+  }
+
+  std::size_t capacity() const {
+    const table* t = table_.load(std::memory_order_relaxed);
+    return t == nullptr ? 0 : t->capacity;
+  }
+  // Entries held. REQUIRES: the combiner lock (or no writer).
+  std::size_t size() const {
+    const table* t = table_.load(std::memory_order_relaxed);
+    return t == nullptr ? 0 : t->used;
+  }
+  std::size_t bytes() const {
+    const std::size_t c = capacity();
+    return c == 0 ? 0 : sizeof(table) + c * sizeof(std::atomic<std::uint64_t>);
+  }
+
+ private:
+  static constexpr std::uint64_t kEmpty = 0;
+  static constexpr std::uint64_t kErased = 1;
+  static constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << 48) - 1;
+  static constexpr std::uint64_t kTagMask = ~kAddressMask;
+  // Grown past 4/5 full (used and erased slots), to twice the entries.
+  static constexpr std::size_t kMaxLoad = 4;
+  static constexpr std::size_t kLoadDen = 5;
+  static constexpr std::size_t kMinCapacity = 64;
+
+  struct table {
+    std::size_t capacity;
+    std::size_t used = 0;    // combiner only
+    std::size_t erased = 0;  // combiner only
+    // `capacity` slots follow the struct.
+    std::atomic<std::uint64_t>* slots() { return reinterpret_cast<std::atomic<std::uint64_t>*>(this + 1); }
+    const std::atomic<std::uint64_t>* slots() const {
+      return reinterpret_cast<const std::atomic<std::uint64_t>*>(this + 1);
+    }
+
+    // The hash scaled onto [0, capacity): no power of two needed, no modulo.
+    std::size_t home(std::uint32_t hash) const {
+      return static_cast<std::size_t>((static_cast<std::uint64_t>(hash) * capacity) >> 32);
+    }
+    std::size_t after(std::size_t i) const { return i + 1 == capacity ? 0 : i + 1; }
+  };
+
+  static std::uint64_t tag_of(std::uint32_t hash) {
+    // Other bits than home() uses most: a multiply mixes the low ones up.
+    return static_cast<std::uint64_t>((hash * 0x9E3779B1u) >> 16) << 48;
+  }
+  static inode* entry_of(std::uint64_t w) { return reinterpret_cast<inode*>(w & kAddressMask); }
+  static std::size_t capacity_for(std::size_t entries) {
+    return std::max(kMinCapacity, entries * 2);
+  }
+
+  static void place(table& t, inode* n, std::uint32_t hash) {
+    const auto address = reinterpret_cast<std::uint64_t>(n);
+    for (std::size_t i = t.home(hash);; i = t.after(i)) {
+      const std::uint64_t w = t.slots()[i].load(std::memory_order_relaxed);
+      if (w == kEmpty || w == kErased) {
+        if (w == kErased) --t.erased;
+        ++t.used;
+        t.slots()[i].store(tag_of(hash) | address, std::memory_order_release);
+        return;
+      }
+    }
+  }
+
+  static table* make(std::size_t capacity) noexcept {
+    void* memory =
+        ::operator new(sizeof(table) + capacity * sizeof(std::atomic<std::uint64_t>), std::nothrow);
+    if (memory == nullptr) return nullptr;
+    auto* t = new (memory) table{capacity};
+    for (std::size_t i = 0; i < capacity; ++i) {
+      new (&t->slots()[i]) std::atomic<std::uint64_t>(kEmpty);
+    }
+    return t;
+  }
+  static void destroy(table* t) noexcept { ::operator delete(t); }
+
+  // A new table for `entries` live entries with every live entry of the old one, published
+  // in its place; the old one is retired through the epochs. nullptr (and the old table
+  // kept) if DRAM runs out.
+  table* regrow(alloc::epoch_domain& epochs, std::size_t entries) noexcept {
+    table* old = table_.load(std::memory_order_relaxed);
+    table* t = make(capacity_for(entries));
+    if (t == nullptr) return nullptr;
+    if (old != nullptr) {
+      // Sequential over the old slots; each entry's key is read to hash it again, so the
+      // entries a few slots ahead are fetched while this one is placed.
+      constexpr std::size_t kAhead = 8;
+      for (std::size_t i = 0; i < old->capacity; ++i) {
+        if (i + kAhead < old->capacity) {
+          const std::uint64_t a = old->slots()[i + kAhead].load(std::memory_order_relaxed);
+          if (a > kErased) __builtin_prefetch(entry_of(a));
+        }
+        const std::uint64_t w = old->slots()[i].load(std::memory_order_relaxed);
+        if (w > kErased) place(*t, entry_of(w), key_hash(entry_of(w)->key()));
+      }
+    }
+    table_.store(t, std::memory_order_release);
+    if (old != nullptr) {
+      try {
+        epochs.retire(old, [](void* p) { destroy(static_cast<table*>(p)); });
+      } catch (const std::bad_alloc&) {
+        // No DRAM to remember it: the old table stays allocated (readers may hold it).
+      }
+    }
+    return t;
+  }
+
+  std::atomic<table*> table_{nullptr};
+};
+
 class skiplist {
  public:
-  // REQUIRES: head_memory holds inode::size_for(kMaxHeight, 0) bytes.
-  explicit skiplist(void* head_memory, std::uint64_t head_pnode)
-      : head_(inode::make(head_memory, kMaxHeight, {}, {0, head_pnode, 0, false})) {}
+  // REQUIRES: head_memory holds inode::size_for(kMaxHeight, 0) bytes; every reader runs
+  // pinned in `epochs` (which frees the point table's replaced tables).
+  skiplist(void* head_memory, std::uint64_t head_pnode, alloc::epoch_domain& epochs)
+      : head_(inode::make(head_memory, kMaxHeight, {}, {0, head_pnode, 0, false})),
+        epochs_(epochs) {}
 
   inode* head() const { return head_; }
 
@@ -261,10 +490,46 @@ class skiplist {
     return curr;
   }
 
-  // The entry of `key`, or nullptr.
+  // The entry of `key`, or nullptr: from the point table, or where it has none, from a
+  // search. REQUIRES: pinned (constructor).
   inode* find(std::string_view key) const {
+    if (inode* n = points_.find(key, key_hash(key)); n != nullptr) return n;
     inode* n = seek(key);
     return n != nullptr && same_key(n->key(), key) ? n : nullptr;
+  }
+
+  // The live entry of `key` from the point table alone, or nullptr (it may still have one:
+  // ask locate or find). REQUIRES: pinned.
+  inode* lookup(std::string_view key) const { return points_.find(key, key_hash(key)); }
+
+  // Asks for the cache line where insert() will place `key`'s entry (a writer of a new key
+  // calls this outside the combiner lock, so the insert under it does not wait on DRAM).
+  void prefetch_slot(std::string_view key) const {
+    if (const void* p = points_.home_of(key_hash(key)); p != nullptr) __builtin_prefetch(p, 1);
+  }
+
+  // The point table's bytes of DRAM.
+  std::size_t point_table_bytes() const { return points_.bytes(); }
+
+  // For tests: the first entry that breaks invariant (5) or is missing from the point
+  // table, described, or "" if none. REQUIRES: no writer; pinned.
+  std::string check() const {
+    const inode* pred = head_;
+    std::size_t entries = 0;
+    for (const inode* n = head_->load_next(0); n != nullptr; pred = n, n = n->load_next(0)) {
+      ++entries;
+      if (n->prev() != pred) {
+        return "entry '" + std::string(n->key()) + "': prev() is not its predecessor";
+      }
+      if (lookup(n->key()) != n) {
+        return "entry '" + std::string(n->key()) + "' is not in the point table";
+      }
+    }
+    if (points_.size() != entries) {
+      return "the point table holds " + std::to_string(points_.size()) + " entries, level 0 " +
+             std::to_string(entries);
+    }
+    return "";
   }
 
   // The last entry whose key is below `key` (head_ if none).
@@ -297,7 +562,7 @@ class skiplist {
   void insert(inode* n, inode** preds) {
     raise_height(n->height);
     for (int level = 1; level < n->height; ++level) {
-      if (preds[level]->removed) {
+      if (preds[level]->removed.load(std::memory_order_relaxed)) {
         inode* succs[kMaxHeight];
         locate(n->key(), preds, succs);
         break;
@@ -313,11 +578,15 @@ class skiplist {
       n->next(level).store(pred->load_next(level), std::memory_order_relaxed);
       pred->next(level).store(n, std::memory_order_release);
     }
+    n->set_prev(preds[0]);
+    if (inode* succ = n->load_next(0); succ != nullptr) succ->set_prev(n);
+    points_.insert(n, epochs_);
   }
 
   // Unlinks `n` from every level; readers standing on it walk on (invariant (2)). Returns
   // its predecessor at level 0. REQUIRES: the combiner lock.
   inode* remove(inode* n) {
+    points_.erase(n);
     inode* preds[kMaxHeight];
     inode* succs[kMaxHeight];
     locate(n->key(), preds, succs);
@@ -326,7 +595,8 @@ class skiplist {
         preds[level]->next(level).store(n->load_next(level), std::memory_order_release);
       }
     }
-    n->removed = true;
+    if (inode* succ = n->load_next(0); succ != nullptr) succ->set_prev(preds[0]);
+    n->removed.store(true, std::memory_order_release);
     return preds[0];
   }
 
@@ -337,12 +607,17 @@ class skiplist {
       for (auto& t : build_tail_) t = head_;
     }
     raise_height(n->height);
+    n->set_prev(build_tail_[0]);
     for (int level = 0; level < n->height; ++level) {
       build_tail_[level]->next(level).store(n, std::memory_order_relaxed);
       build_tail_[level] = n;
     }
+    ++built_;
   }
-  void finish_build() { std::atomic_thread_fence(std::memory_order_release); }
+  void finish_build() {
+    points_.build(head_->load_next(0), built_);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
 
  private:
   // pred's successor at `level`. A search compares that successor next (one cache miss), and
@@ -366,8 +641,11 @@ class skiplist {
   }
 
   inode* head_;
+  alloc::epoch_domain& epochs_;
+  point_table points_;
   std::atomic<int> height_{1};
   inode* build_tail_[kMaxHeight] = {};
+  std::size_t built_ = 0;
 };
 
 }  // namespace flintkv::internal
