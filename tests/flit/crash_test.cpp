@@ -84,6 +84,46 @@ TYPED_TEST(CrashTest, CompletedVLoadCanLoseWhatItRead) {
       << "a v-load adds no dependency: with the writer held, the value is not durable";
 }
 
+// A writer p-stores value(1) and is held at its write-back, before its fence; meanwhile
+// another thread v-stores value(2) over it (a shared v-store adds no dependency of its own)
+// and p-loads the word. The p-load depends on the writer's p-store (Definition 1 (3)), so the
+// reader's completion must make that store durable: the v-store must not have untagged the
+// location. (Under link_and_persist it did: it wrote the word without the flag.)
+TYPED_TEST(CrashTest, VStoreOverAStoreInFlightKeepsItTagged) {
+  using P = TypeParam;
+  auto* w = new (this->model_.base()) flit::persist<word, P>();
+  this->model_.persist_all();
+  this->model_.set_tracing(true);
+  gate stored, reader_done;
+  this->model_.set_event_hook([&](pv::event_kind kind, std::uint64_t) {
+    if (kind == pv::event_kind::pwb && std::this_thread::get_id() == this->writer_id_) {
+      this->writer_id_.store(std::thread::id{});
+      stored.open();
+      reader_done.wait();
+    }
+  });
+  std::thread writer([&] {
+    this->writer_id_ = std::this_thread::get_id();
+    w->store(value(1));
+    P::operation_completion();
+  });
+  stored.wait();
+  w->store(value(2), flit::volatile_);
+  word seen = w->load();
+  P::operation_completion();
+  std::vector<std::byte> image = this->model_.crash(pv::writeback::none);
+  auto violations = pv::check_definition1(this->model_.trace());
+  reader_done.open();
+  writer.join();
+  this->model_.set_event_hook(nullptr);
+  EXPECT_EQ(seen, value(2));
+  EXPECT_NE(flit::to_word(this->template read_image<word>(image, 0)), 0u)
+      << "the reader completed, so the p-store it depends on (or the v-store after it) "
+         "is durable";
+  EXPECT_TRUE(violations.empty()) << violations.size() << " violations, first: "
+                                  << violations.front().describe();
+}
+
 TYPED_TEST(CrashTest, RandomConcurrentRunSatisfiesDefinition1) {
   using P = TypeParam;
   constexpr int words = 16;

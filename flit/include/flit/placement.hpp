@@ -223,6 +223,12 @@ struct plain {
 };
 
 // ---- link_and_persist -------------------------------------------------------------------
+//
+// Limitation: release() lowers the flag by comparing values, so a release that comes late
+// also lowers the flag of a later store that wrote the same value (A stores x, B stores y,
+// C stores x; A's release lowers C's flag before C's store is written back). A p-load of x
+// then skips the write-back it depends on. One bit cannot tell the two stores apart; words
+// whose values do not come back while a store to them is in flight are safe.
 
 struct link_and_persist {
   static constexpr std::string_view name = "link_and_persist";

@@ -5,7 +5,8 @@
 //   shared p-load     read; if tagged: pwb
 //   shared p-store    fence if unfenced write-backs; begin_store; write mark(v); pwb;
 //                     pfence (if the placement needs it); release
-//   shared v-store    fence if unfenced write-backs; write
+//   shared v-store    fence if unfenced write-backs; write (under a flag-bit placement, a
+//                     write that keeps the flag up if the word had it: see (3))
 //   private p-store   write; pwb (the fence comes with the thread's next shared store or
 //                     operation completion)
 //   private loads, v-loads, private v-stores: the plain access
@@ -20,6 +21,10 @@
 // Persistence:
 //  (1) A shared p-store's value is persisted before its location stops being tagged.
 //  (2) Before any shared store or completion, every write-back the thread issued is fenced.
+//  (3) A shared v-store, v-CAS, v-exchange or v-fetch-add never untags a location: under
+//      link_and_persist (the tag is a bit of the word) it writes its value with the flag up
+//      when the word it replaces had it. Otherwise a p-store still in flight would lose its
+//      tag to the v-write, and a p-load after it would skip the write-back it depends on.
 #pragma once
 
 #include <cstddef>
@@ -109,6 +114,13 @@ struct policy {
       word_t<T> marked = Placement::mark(c, raw);
       write(c, marked, pv::persisted, pv::shared);
       finish_store(c, marked);
+    } else if constexpr (carries_flag && S::is_shared) {
+      [[maybe_unused]] auto observed = Backend::observe({pv::access_kind::store, false, true},
+                                                        &c.word, sizeof(T));
+      word_t<T> old = c.word.load(std::memory_order_relaxed);
+      while (!c.word.compare_exchange_weak(old, carry(c, old, raw), std::memory_order_release,
+                                           std::memory_order_relaxed)) {
+      }
     } else {
       write(c, raw, M{}, S{});
       if constexpr (persistent && M::is_persisted) pwb(&c.word);
@@ -132,7 +144,7 @@ struct policy {
     } else {
       fence_pending();
       if constexpr (M::is_persisted) Placement::begin_store(c);
-      const word_t<T> put = M::is_persisted ? Placement::mark(c, raw) : raw;
+      word_t<T> put = M::is_persisted ? Placement::mark(c, raw) : raw;
       word_t<T> seen = want;
       bool ok;
       {
@@ -140,6 +152,7 @@ struct policy {
         // The placement's metadata bits may differ from `want`: retry while only they do.
         while (!(ok = c.word.compare_exchange_strong(seen, put, std::memory_order_acq_rel)) &&
                Placement::value(c, seen) == want) {
+          if constexpr (carries_flag && !M::is_persisted) put = carry(c, seen, raw);
         }
         if (!ok) observed.unchanged();
       }
@@ -168,11 +181,18 @@ struct policy {
     } else {
       fence_pending();
       if constexpr (M::is_persisted) Placement::begin_store(c);
-      const word_t<T> put = M::is_persisted ? Placement::mark(c, raw) : raw;
+      word_t<T> put = M::is_persisted ? Placement::mark(c, raw) : raw;
       word_t<T> old;
       {
         [[maybe_unused]] auto observed = observe_store(c, M{});
-        old = c.word.exchange(put, std::memory_order_acq_rel);
+        if constexpr (carries_flag && !M::is_persisted) {
+          old = c.word.load(std::memory_order_relaxed);
+          while (!c.word.compare_exchange_weak(old, put = carry(c, old, raw),
+                                               std::memory_order_acq_rel)) {
+          }
+        } else {
+          old = c.word.exchange(put, std::memory_order_acq_rel);
+        }
       }
       if constexpr (M::is_persisted) finish_store(c, put);
       return from_word<T>(Placement::value(c, old));
@@ -197,7 +217,7 @@ struct policy {
           old = c.word.load(std::memory_order_acquire);
           do {
             word_t<T> sum = static_cast<word_t<T>>(Placement::value(c, old) + d);
-            put = M::is_persisted ? Placement::mark(c, sum) : sum;
+            put = M::is_persisted ? Placement::mark(c, sum) : carry(c, old, sum);
           } while (!c.word.compare_exchange_weak(old, put, std::memory_order_acq_rel));
         } else {
           old = c.word.fetch_add(d, std::memory_order_acq_rel);
@@ -254,6 +274,19 @@ struct policy {
   }
 
  private:
+  // Whether the tag is a bit of the word, which a v-write must carry over (Persistence (3)).
+  static constexpr bool carries_flag = persistent && Placement::tracks == tracking::flush_bit;
+
+  // What a v-write of `raw` puts in place of `old`: `raw`, with the flag up if `old` had it.
+  template <persistable T>
+  static word_t<T> carry(const cell<T>& c, word_t<T> old, word_t<T> raw) noexcept {
+    if constexpr (carries_flag) {
+      return Placement::tagged(c, old) ? Placement::mark(c, raw) : raw;
+    } else {
+      return raw;
+    }
+  }
+
   template <persistable T, access_mode M>
   static auto observe_store(cell<T>& c, M) {
     return Backend::observe({pv::access_kind::store, M::is_persisted, true}, &c.word,

@@ -34,8 +34,7 @@
 //      spliced; a flagged key in a crash image belongs to a delete that had not completed,
 //      which may take effect.)
 //  (4) The `manual` mode tags with a v-CAS; it first p-loads the edge it tags, so that a
-//      p-store pending on that edge is persisted before the v-CAS (which, under
-//      link_and_persist, would otherwise drop the word's flush flag).
+//      p-store pending on that edge is persisted before the v-CAS.
 #pragma once
 
 #include <cstddef>
