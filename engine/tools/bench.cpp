@@ -21,6 +21,7 @@
 
 #include "flintkv/db.hpp"
 #include "histogram.hpp"
+#include "json.hpp"
 #include "workload.hpp"
 
 namespace flintkv::tools {
@@ -171,34 +172,6 @@ struct result {
   double ops_per_sec() const { return seconds > 0 ? double(ops) / seconds : 0; }
   double micros_per_op() const { return ops > 0 ? thread_seconds * 1e6 / double(ops) : 0; }
 };
-
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char u[8];
-          std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
-          out += u;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 // Adds the first `count` workers' operations, times, latencies and finds to `r`; the wall
 // time runs from the earliest start to the latest finish.
