@@ -161,7 +161,8 @@ def plot(points, systems, ops, out_dir, png):
         f.write("\n".join([
             "set terminal pngcairo size 1400,600 font ',10'",
             f"set output '{png}'",
-            "set title 'Peer benchmark: median ops/s (thousands), every put durable, store in /dev/shm'",
+            "set title 'Peer benchmark: median ops/s (thousands), every put durable, "
+            "store in /dev/shm'",
             "set termoption noenhanced",
             "set style data histograms",
             "set style histogram clustered gap 1",

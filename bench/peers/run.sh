@@ -29,11 +29,15 @@ if [ ! -f "$build_dir/build.ninja" ]; then
   meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null
 fi
 # grep reads every line (no -q): under pipefail, ninja must not die of a closed pipe.
-configured() { ninja -C "$build_dir" -t targets all | grep '^bench/peers/flintkv_peers:' >/dev/null; }
+configured() {
+  ninja -C "$build_dir" -t targets all | grep '^bench/peers/flintkv_peers:' >/dev/null
+}
 if ! configured; then
-  # Configured before the libraries were installed: meson caches what it did not find.
-  meson configure --clearcache "$build_dir" >/dev/null
-  meson setup --reconfigure "$build_dir" >/dev/null
+  # Configured before the libraries were installed: meson keeps the header checks that
+  # failed then, and only a wipe (same options) forgets them. Later builds of the rest of
+  # the tree recompile it (ccache makes that quick).
+  echo "bench/peers: reconfiguring $build_dir from scratch (the peers' libraries are new)"
+  meson setup --wipe "$build_dir" >/dev/null
   if ! configured; then
     echo "bench/peers: the driver is not configured in $build_dir (is -Dbenchmarks=false?)" >&2
     exit 1
@@ -56,8 +60,9 @@ for r in $(seq 1 "$runs"); do
         line=$("$driver" --system="$s" --benchmark="$b" --threads="$t" --num="$num" \
                  --value_size="$value_size" --db="$store")
         echo "{\"run\": $r, ${line#\{}" >> "$out/results.jsonl"
-        printf '== run %s of %s: %-16s %s thr %-8s %s\n' "$r" "$runs" "$b" "$t" "$s" \
-          "$(python3 -c 'import json, sys; print("{:,.0f} ops/s".format(json.loads(sys.argv[1])["ops_per_sec"]))' "$line")"
+        ops=$(sed -E 's/.*"ops_per_sec": ([^,]+),.*/\1/' <<< "$line")
+        printf '== run %s of %s: %-16s %s thr %-8s %12.0f ops/s\n' "$r" "$runs" "$b" "$t" "$s" \
+          "$ops"
       done
     done
   done
