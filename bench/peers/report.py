@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from machine import cpu_model  # noqa: E402  (bench/machine.py)
+from machine import cpu_model, read_text  # noqa: E402  (bench/machine.py)
 
 SYSTEMS = [("flintkv", "FlintKV"), ("rocksdb", "RocksDB"), ("leveldb", "LevelDB"),
            ("lmdb", "LMDB")]
@@ -98,14 +98,6 @@ def si(v):
     return f"{v:.0f}"
 
 
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
-
-
 def load_average(uptime):
     """The three load averages of an `uptime` line."""
     return uptime.split("load average:")[-1].strip() if "load average:" in uptime else uptime
@@ -178,6 +170,25 @@ def plot(points, systems, ops, out_dir, png):
     subprocess.run(["gnuplot", script], check=True)
 
 
+def fixed_sections(w, reported):
+    """The workload, the settings (and `reported`: (system, settings) as the runs printed
+    them) and the notes: the same on every page."""
+    w(INTRO)
+    w("")
+    w("## Systems and their settings")
+    w("")
+    w(SETTINGS)
+    w("")
+    if reported:
+        w("As each system reported them in these runs:")
+        w("")
+        for label, text in reported:
+            w(f"- {label}: {text}")
+        w("")
+    w(NOTES)
+    w("")
+
+
 def write_page(report, lines):
     with open(report, "w") as f:
         f.write("\n".join(lines).rstrip() + "\n")
@@ -199,14 +210,7 @@ def placeholder(report):
       "and the plot `docs/peers.png`. `RUNS=1 NUM=20000 bench/peers/run.sh` checks in a "
       "minute that everything runs (its figures mean nothing).")
     w("")
-    w(INTRO)
-    w("")
-    w("## Systems and their settings")
-    w("")
-    w(SETTINGS)
-    w("")
-    w(NOTES)
-    w("")
+    fixed_sections(w, [])
     w("## Figures")
     w("")
     w("| workload | threads | FlintKV | RocksDB | LevelDB | LMDB |")
@@ -254,22 +258,10 @@ def main():
       f"{load_average(read_text(os.path.join(out_dir, 'uptime-before')))} before and "
       f"{load_average(read_text(os.path.join(out_dir, 'uptime-after')))} after.")
     w("")
-    w(INTRO)
-    w("")
-    w("## Systems and their settings")
-    w("")
-    w(SETTINGS)
-    w("")
-    w("As each system reported them in these runs:")
-    w("")
-    for s, label in systems:
-        reported = sorted({r["settings"] for k, rs in by_point.items() if k[2] == s
-                           for r in rs})
-        for text in reported:
-            w(f"- {label}: {text}")
-    w("")
-    w(NOTES)
-    w("")
+    reported = [(label, text) for s, label in systems
+                for text in sorted({r["settings"] for k, rs in by_point.items() if k[2] == s
+                                    for r in rs})]
+    fixed_sections(w, reported)
     w("## Figures")
     w("")
     w("Medians over the runs. In parentheses, for each peer: FlintKV's figure divided by the "
