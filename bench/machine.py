@@ -12,3 +12,12 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def read_text(path):
+    """The text of a small file the benchmark script wrote (a load average), or "?"."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return "?"

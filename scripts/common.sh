@@ -7,9 +7,10 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 build_dir=${BUILD_DIR:-build}
 
-# Debian 12 packages the project builds with.
+# Debian 12 packages the project builds with, and those a script that sources this file
+# adds in extra_packages (bench/peers/run.sh: the peer stores and gnuplot).
 packages=(g++ meson ninja-build pkg-config python3 libpmem2-dev libboost-dev googletest
-          libgtest-dev libgmock-dev libbenchmark-dev)
+          libgtest-dev libgmock-dev libbenchmark-dev ${extra_packages[@]+"${extra_packages[@]}"})
 
 missing_packages() {
   local p
@@ -49,5 +50,8 @@ build_in() {
 }
 
 install_packages
-# shellcheck disable=SC2086
-build_in "$build_dir" ${MESON_ARGS:-}
+# A script that builds only its own targets sets build_own_targets=1 before sourcing this.
+if [ -z "${build_own_targets:-}" ]; then
+  # shellcheck disable=SC2086
+  build_in "$build_dir" ${MESON_ARGS:-}
+fi

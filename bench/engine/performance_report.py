@@ -14,7 +14,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from machine import cpu_model  # noqa: E402  (bench/machine.py)
+from machine import cpu_model, read_text  # noqa: E402  (bench/machine.py)
 
 
 def load(out_dir):
@@ -42,14 +42,6 @@ def fmt_int(v):
 
 def fmt(v, digits=2):
     return "–" if v is None else f"{v:.{digits}f}"
-
-
-def read_text(path):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return "?"
 
 
 def main():

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -22,6 +21,8 @@
 
 #include "flintkv/db.hpp"
 #include "histogram.hpp"
+#include "json.hpp"
+#include "workload.hpp"
 
 namespace flintkv::tools {
 
@@ -37,18 +38,6 @@ constexpr std::uint64_t kMaxRepeat = 10000;  // the N of --benchmarks=name*N
 double seconds_between(steady::time_point a, steady::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
-
-std::size_t decimal_digits(std::uint64_t v) {
-  std::size_t d = 1;
-  while (v >= 10) {
-    v /= 10;
-    ++d;
-  }
-  return d;
-}
-
-// 128-bit products, so that num * t / threads and pool sizes cannot overflow.
-__extension__ typedef unsigned __int128 uint128;
 
 struct pool_file_slot {
   std::atomic<bool> used{false};
@@ -104,105 +93,6 @@ struct pool_file_guard {
   ~pool_file_guard() { pool_files::remove(path); }
   pool_file_guard(const pool_file_guard&) = delete;
   pool_file_guard& operator=(const pool_file_guard&) = delete;
-};
-
-// Keys: the decimal number, zero-padded to a fixed width (LevelDB's "%016d"). A missing key
-// is the same with a '.' appended: it sorts between keys and is never written.
-class key_formatter {
- public:
-  explicit key_formatter(std::size_t width) : width_(width), buffer_(width + 1, '0') {
-    buffer_[width] = '.';
-  }
-  // REQUIRES: k has at most `width` digits.
-  std::string_view key(std::uint64_t k) {
-    char* p = buffer_.data() + width_;
-    for (std::size_t i = 0; i < width_; ++i) {
-      *--p = static_cast<char>('0' + k % 10);
-      k /= 10;
-    }
-    return {buffer_.data(), width_};
-  }
-  std::string_view missing_key(std::uint64_t k) {
-    key(k);
-    return {buffer_.data(), width_ + 1};
-  }
-
- private:
-  std::size_t width_;
-  std::string buffer_;
-};
-
-// Repeatable pseudo-random numbers (splitmix64), uniform over [0, n) by multiply-shift.
-class random_source {
- public:
-  explicit random_source(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  // REQUIRES: n > 0.
-  std::uint64_t uniform(std::uint64_t n) {
-    return static_cast<std::uint64_t>((static_cast<uint128>(next()) * n) >> 64);
-  }
-
- private:
-  std::uint64_t state_;
-};
-
-// A pseudo-random permutation of [0, n): i = 0 .. n-1 maps to every key of [0, n) once, in an
-// order that looks random. A bijection of [0, 2^k), the smallest power of two above n-1
-// (xor with the seed, odd multiplies and xor-shifts, each invertible modulo 2^k), applied
-// again while it lands at or above n (cycle walking: under two rounds on average).
-// Needs no memory, so it does not add to the resident DRAM that bench reports.
-class key_permutation {
- public:
-  key_permutation(std::uint64_t n, std::uint64_t seed) : n_(n) {
-    unsigned bits = n > 1 ? static_cast<unsigned>(std::bit_width(n - 1)) : 1;
-    mask_ = bits >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
-    shift_ = std::max(1u, bits / 2);
-    seed_ = random_source(seed).next() & mask_;
-  }
-  // REQUIRES: i < n.
-  std::uint64_t operator()(std::uint64_t i) const {
-    std::uint64_t x = i;
-    do {
-      x = round(x);
-    } while (x >= n_);
-    return x;
-  }
-
- private:
-  std::uint64_t round(std::uint64_t x) const {
-    x = (x ^ seed_) * 0x9e3779b97f4a7c15ull & mask_;
-    x ^= x >> shift_;
-    x = x * 0xbf58476d1ce4e5b9ull & mask_;
-    return x ^ (x >> shift_);
-  }
-  std::uint64_t n_, mask_, seed_;
-  unsigned shift_;
-};
-
-// Values: consecutive slices of one buffer of random letters, built once (like db_bench's
-// RandomGenerator); each thread keeps its own position in it.
-class value_source {
- public:
-  value_source(std::size_t value_size, std::uint64_t seed)
-      : size_(value_size), data_(std::max<std::size_t>(std::size_t{1} << 20, 2 * value_size), 0) {
-    random_source r(seed);
-    for (char& c : data_) c = static_cast<char>('a' + r.uniform(26));
-  }
-  std::string_view next(std::size_t& position) const {
-    if (position + size_ > data_.size()) position = 0;
-    std::string_view v(data_.data() + position, size_);
-    position += size_ + 1;  // +1: successive values differ even when size_ divides the buffer
-    return v;
-  }
-
- private:
-  std::size_t size_;
-  std::string data_;
 };
 
 // One benchmark thread's state; written only by that thread until it is joined.
@@ -283,34 +173,6 @@ struct result {
   double micros_per_op() const { return ops > 0 ? thread_seconds * 1e6 / double(ops) : 0; }
 };
 
-std::string json_escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char u[8];
-          std::snprintf(u, sizeof u, "\\u%04x", static_cast<unsigned>(c));
-          out += u;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out;
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 // Adds the first `count` workers' operations, times, latencies and finds to `r`; the wall
 // time runs from the earliest start to the latest finish.
 void add_workers(const std::vector<worker>& workers, std::size_t count, result* r) {
@@ -337,7 +199,7 @@ void set_flushes(const Stats& before, const Stats& after, std::uint64_t ops, res
 class bench_runner {
  public:
   explicit bench_runner(const bench_config& config)
-      : config_(config), values_(config.value_size, 42) {}
+      : config_(config), values_(config.value_size, kValueSeed) {}
 
   int run();
 
@@ -468,20 +330,16 @@ Status bench_runner::run_workers(std::size_t position, std::size_t count, std::u
                                  const body& fn, std::vector<worker>* workers) {
   workers->resize(count);
   std::uint64_t shares = std::min<std::uint64_t>(count, config_.threads);
-  auto bound = [&](std::uint64_t t) {
-    return static_cast<std::uint64_t>(static_cast<uint128>(total) * t / shares);
-  };
   for (std::size_t i = 0; i < count; ++i) {
     worker& w = (*workers)[i];
     w.index = static_cast<unsigned>(i);
     if (i < shares) {
-      w.begin = bound(i);
-      w.end = bound(i + 1);
+      w.begin = share_bound(total, shares, i);
+      w.end = share_bound(total, shares, i + 1);
     }
-    // A seed per benchmark and thread: readrandom after fillrandom draws other keys.
-    w.random = random_source(1000 * (position + 1) + i);
+    w.random = random_source(thread_seed(position, i));
     w.keys = key_formatter(config_.key_size);
-    w.value_position = (i * 7919 * (config_.value_size + 1)) % (std::size_t{1} << 20);
+    w.value_position = value_start(i, config_.value_size);
   }
   std::atomic<bool> stop{false};
   std::latch start(static_cast<std::ptrdiff_t>(count));
@@ -556,9 +414,9 @@ bench_runner::body bench_runner::random_ops(Op op) {
 Status bench_runner::run_writes(std::size_t position, key_order order, write_op op,
                                 result* r) {
   return measure(position, [this, order, op](worker& w, const std::atomic<bool>& stop) {
-    key_permutation shuffle(w.end - w.begin, w.random.next());
+    shuffled_share shuffle(w.begin, w.end, w.random);
     for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
-      std::uint64_t k = order == key_order::ascending ? i : w.begin + shuffle(i - w.begin);
+      std::uint64_t k = order == key_order::ascending ? i : shuffle(i);
       std::string_view key = w.keys.key(k);
       Status s;
       if (op == write_op::put) {

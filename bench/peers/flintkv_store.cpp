@@ -1,0 +1,86 @@
+// FlintKV through its public API: a pool file in the store's directory, default options
+// (every write durable on return: the engine's flushes and fences, as on persistent memory).
+#include <memory>
+#include <string>
+
+#include "bench.hpp"
+#include "flintkv/db.hpp"
+#include "store.hpp"
+
+namespace flintkv::peers {
+
+namespace {
+
+class flintkv_session final : public session {
+ public:
+  explicit flintkv_session(DB& db) : db_(db) {}
+
+  Status put(std::string_view key, std::string_view value) override {
+    return db_.Put(key, value);
+  }
+
+  Status get(std::string_view key, bool* found) override {
+    Status s = db_.Get(key, &value_);
+    *found = s.ok();
+    return s.IsNotFound() ? Status::OK() : s;
+  }
+
+  Status seek(std::string_view key, std::uint64_t nexts, bool* found) override {
+    std::unique_ptr<Iterator> it = db_.NewIterator();
+    it->Seek(key);
+    *found = it->Valid() && it->key() == key;
+    for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
+    return it->status();
+  }
+
+ private:
+  DB& db_;
+  std::string value_;
+};
+
+class flintkv_store final : public store {
+ public:
+  flintkv_store(std::unique_ptr<DB> db, std::uint64_t pool_size)
+      : db_(std::move(db)), pool_size_(pool_size) {}
+
+  Status new_session(std::unique_ptr<session>* out) override {
+    *out = std::make_unique<flintkv_session>(*db_);
+    return Status::OK();
+  }
+  std::uint64_t bytes() override { return db_->GetStats().pool_used; }
+  std::optional<std::uint64_t> live_keys() override { return db_->GetStats().live_keys; }
+  std::string settings() override {
+    Stats stats = db_->GetStats();
+    return "FlintKV " + stats.configuration + "; pool " + std::to_string(pool_size_ >> 20) +
+           " MiB (bytes = pool bytes in use); no write buffer, block cache, bloom filter or "
+           "compression (a DRAM index over the persistent list); every put durable on return "
+           "(default options)";
+  }
+
+ private:
+  std::unique_ptr<DB> db_;
+  std::uint64_t pool_size_;
+};
+
+}  // namespace
+
+Status open_flintkv(const store_config& config, std::unique_ptr<store>* out) {
+  // The pool `flintkv bench` would create for a fill followed by this many versions more.
+  tools::bench_config sizing;
+  sizing.benchmarks = {"fillrandom"};
+  if (config.versions > config.num) sizing.benchmarks.push_back("overwrite");
+  sizing.num = config.num;
+  sizing.key_size = config.key_size;
+  sizing.value_size = config.value_size;
+  Options options;
+  options.create_if_missing = true;
+  options.error_if_exists = true;
+  options.pool_size = tools::default_pool_size(sizing);
+  std::unique_ptr<DB> db;
+  Status s = DB::Open(options, config.dir + "/flintkv.pool", &db);
+  if (!s.ok()) return s;
+  *out = std::make_unique<flintkv_store>(std::move(db), options.pool_size);
+  return Status::OK();
+}
+
+}  // namespace flintkv::peers

@@ -1,0 +1,81 @@
+// RocksDB and LevelDB share their API (DB, Slice, WriteOptions, ReadOptions, Iterator,
+// Status): one backend serves both, over a description of the library:
+//
+//   struct leveldb_api {
+//     using DB = leveldb::DB; using Slice = leveldb::Slice; using Iterator = leveldb::Iterator;
+//     using WriteOptions = leveldb::WriteOptions; using ReadOptions = leveldb::ReadOptions;
+//     static constexpr const char* name = "LevelDB";
+//   };
+//
+// Thread safety, persistence: as store.hpp says; puts use WriteOptions::sync = true.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "store.hpp"
+
+namespace flintkv::peers {
+
+template <class Api>
+class lsm_session final : public session {
+ public:
+  explicit lsm_session(typename Api::DB& db) : db_(db) { write_.sync = true; }
+
+  Status put(std::string_view key, std::string_view value) override {
+    return check(db_.Put(write_, slice(key), slice(value)), "put");
+  }
+
+  Status get(std::string_view key, bool* found) override {
+    auto s = db_.Get(read_, slice(key), &value_);
+    *found = s.ok();
+    return s.IsNotFound() ? Status::OK() : check(s, "get");
+  }
+
+  Status seek(std::string_view key, std::uint64_t nexts, bool* found) override {
+    std::unique_ptr<typename Api::Iterator> it(db_.NewIterator(read_));
+    it->Seek(slice(key));
+    *found = it->Valid() && it->key() == slice(key);
+    for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
+    return check(it->status(), "seek");
+  }
+
+ private:
+  static typename Api::Slice slice(std::string_view s) { return {s.data(), s.size()}; }
+  template <class LibraryStatus>
+  static Status check(const LibraryStatus& s, const char* what) {
+    if (s.ok()) return Status::OK();
+    return Status::IOError(std::string(Api::name) + " " + what + ": " + s.ToString());
+  }
+
+  typename Api::DB& db_;
+  typename Api::WriteOptions write_;
+  typename Api::ReadOptions read_;
+  std::string value_;
+};
+
+template <class Api>
+class lsm_store final : public store {
+ public:
+  // `owned` holds what the options point to (cache, filter policy): released after the DB.
+  lsm_store(std::shared_ptr<void> owned, std::unique_ptr<typename Api::DB> db, std::string dir,
+            std::string settings)
+      : owned_(std::move(owned)), db_(std::move(db)), dir_(std::move(dir)),
+        settings_(std::move(settings)) {}
+
+  Status new_session(std::unique_ptr<session>* out) override {
+    *out = std::make_unique<lsm_session<Api>>(*db_);
+    return Status::OK();
+  }
+  std::uint64_t bytes() override { return directory_bytes(dir_); }
+  std::optional<std::uint64_t> live_keys() override { return std::nullopt; }
+  std::string settings() override { return settings_; }
+
+ private:
+  std::shared_ptr<void> owned_;  // declared first: destroyed after db_
+  std::unique_ptr<typename Api::DB> db_;
+  std::string dir_, settings_;
+};
+
+}  // namespace flintkv::peers

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Writes docs/peers.md and docs/peers.png from the runs bench/peers/run.sh collected.
+
+usage: report.py OUT_DIR REPORT.md PLOT.png COMMAND
+       report.py --placeholder REPORT.md     (the page before any run: no figures)
+
+OUT_DIR holds results.jsonl (one JSON object per run, as flintkv_peers prints it, with the
+run's number added), uptime-before and uptime-after. The plot is drawn with gnuplot.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from machine import cpu_model, read_text  # noqa: E402  (bench/machine.py)
+
+SYSTEMS = [("flintkv", "FlintKV"), ("rocksdb", "RocksDB"), ("leveldb", "LevelDB"),
+           ("lmdb", "LMDB")]
+BENCHMARKS = ["fillrandom", "readrandom", "seekrandom", "overwrite", "readwhilewriting"]
+
+INTRO = """\
+FlintKV beside three embedded stores a user would weigh against it: RocksDB, LevelDB and LMDB,
+as Debian 12 ships them (librocksdb-dev 7.8, libleveldb-dev 1.23, liblmdb-dev 0.9.24). PMDK's
+`concurrent_map`, which issue 12 also lists, is not measured here.
+
+One driver, `bench/peers/flintkv_peers`, has a backend per system (`bench/peers/*_store.cpp`)
+and generates the workload of `flintkv bench` (`engine/tools/workload.hpp`): the same keys
+(decimal numbers zero-padded to 16 bytes), values (64 bytes from one buffer of random letters),
+seeds per benchmark and thread, and key distribution. Each measurement is a fresh process and
+a fresh store in /dev/shm: the read workloads fill the store first (untimed, in the same
+process, as `flintkv bench --benchmarks=fillrandom,<workload>` does), then time the workload.
+
+| workload | what is timed |
+|---|---|
+| fillrandom | every key 0 .. num-1 put once, in a random order; each thread its share of the keys |
+| readrandom | num gets of keys drawn uniformly over [0, num) (every one is found) |
+| seekrandom | num times: a new iterator (LMDB: a renewed read transaction and cursor), Seek to a random key, then 10 Next |
+| overwrite | every key put once more, in a new random order |
+| readwhilewriting | T threads do readrandom while one more thread puts random keys until they are done (at most num puts); the readers' ops/s |
+
+With T threads the operations are split in T shares that start together at a barrier; ops/s
+is all operations over the time from the first thread's start to the last one's end."""
+
+SETTINGS = """\
+| system | write buffer | block cache | bloom filter | compression | a put is durable on return by |
+|---|---|---|---|---|---|
+| FlintKV | none (writes go to the pool) | none (a DRAM index over the persistent list) | none | none | default options: the node and links flushed (pwb) and fenced (pfence) before Put returns |
+| RocksDB 7.8 | 64 MiB (default) | 8 MiB LRU (default) | 10 bits/key | off (also bottommost) | `WriteOptions::sync = true`: the WAL synced |
+| LevelDB 1.23 | 4 MiB (default) | 8 MiB LRU (default) | 10 bits/key | off | `WriteOptions::sync = true`: the log synced |
+| LMDB 0.9.24 | none | none (reads through its memory map) | none | none | one write transaction per put, committed with the default flags (no `MDB_NOSYNC`, `MDB_NOMETASYNC`, `MDB_WRITEMAP`): data and meta page synced; `MDB_NOTLS`; one writer at a time, so concurrent puts queue for the write lock |
+
+Every other option is the library's default. FlintKV's pool is sized as `flintkv bench`
+sizes it; LMDB's map is at least 1 GiB (address space only: the data file grows as pages
+are written)."""
+
+NOTES = """\
+## Read this before the figures
+
+- **"Durable" on /dev/shm.** /dev/shm is tmpfs, memory without a device behind it. There,
+  RocksDB's and LevelDB's log sync and LMDB's commit sync (fdatasync / fsync / msync) cost a
+  system call each but write nothing to any device: they are near no-ops. FlintKV's flush
+  instructions (the build's write-back instruction, clwb where the CPU has it, and a fence)
+  run exactly as they would on persistent memory, on the pool's cache lines. On a real
+  device, each synced put of the peers would wait for the device's write. So these figures favour the peers' writes: they show each
+  system's software path with durability requested, not the cost of a device.
+- **Assertions.** Debian builds RocksDB and LevelDB with their assertions enabled (no
+  `-DNDEBUG`); a release build of either may be somewhat faster. FlintKV is built as
+  `scripts/run` builds it (release, assertions on: `b_ndebug=false`).
+- **Bytes per live key** is the store's size after the workload divided by the keys present:
+  for RocksDB, LevelDB and LMDB the sizes of every file in the store's directory (RocksDB's
+  and LevelDB's write-ahead log, which holds what the memtable has not yet flushed, MANIFEST
+  and LOG included; LMDB's data file with its free pages, and its lock file); for FlintKV the pool's
+  bytes in use (`Stats::pool_used`), not the pool file's size. Live keys: FlintKV's and
+  LMDB's own counts; for RocksDB and LevelDB num (every workload leaves each key once).
+- **Peak resident memory** is the process's `ru_maxrss` (getrusage) at the end, the fill
+  included. It counts the pages of a mapped file that the process touched: FlintKV's pool
+  and LMDB's map, which is where their data lives. RocksDB and LevelDB read their files with
+  `pread` into their block cache, so the files' pages in the kernel's page cache (tmpfs) are
+  not counted: their figure is the memtables, block cache, index and filter blocks.
+- **One machine, shared.** The load average before and after is in the header; a figure
+  from a loaded machine says little."""
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def si(v):
+    if v is None:
+        return "–"
+    if v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if v >= 1e3:
+        return f"{v / 1e3:.0f}k"
+    return f"{v:.0f}"
+
+
+def load_average(uptime):
+    """The three load averages of an `uptime` line."""
+    return uptime.split("load average:")[-1].strip() if "load average:" in uptime else uptime
+
+
+def load(out_dir):
+    results = []
+    with open(os.path.join(out_dir, "results.jsonl")) as f:
+        for line in f:
+            if line.strip():
+                results.append(json.loads(line))
+    return results
+
+
+def cell(value, flintkv, text):
+    """`text(value)`, and for a peer the ratio FlintKV / peer."""
+    if value is None:
+        return "–"
+    if flintkv is None or value == 0:
+        return text(value)
+    return f"{text(value)} ({flintkv / value:.2f})"
+
+
+def table(w, title, explanation, points, systems, metric, text):
+    w(f"### {title}")
+    w("")
+    w(explanation)
+    w("")
+    w("| workload | threads | " + " | ".join(label for _, label in systems) + " |")
+    w("|---|---:|" + "---:|" * len(systems))
+    for bench, t in points:
+        values = {s: metric(bench, t, s) for s, _ in systems}
+        flintkv = values.get("flintkv")
+        cells = [text(values[s]) if values[s] is not None and s == "flintkv"
+                 else cell(values[s], flintkv, text) for s, _ in systems]
+        w(f"| {bench} | {t} | " + " | ".join(cells) + " |")
+    w("")
+
+
+def plot(points, systems, ops, out_dir, png):
+    data = os.path.join(out_dir, "plot.dat")
+    with open(data, "w") as f:
+        f.write("point " + " ".join(label for _, label in systems) + "\n")
+        for bench, t in points:
+            row = [ops(bench, t, s) for s, _ in systems]
+            f.write(f"{bench}/{t}thr " + " ".join(
+                "0" if v is None else f"{v / 1e3:.1f}" for v in row) + "\n")
+    script = os.path.join(out_dir, "plot.gp")
+    columns = ", ".join(
+        f"'{data}' using {i + 2}:xtic(1) title columnheader({i + 2})"
+        for i in range(len(systems)))
+    with open(script, "w") as f:
+        f.write("\n".join([
+            "set terminal pngcairo size 1400,600 font ',10'",
+            f"set output '{png}'",
+            "set title 'Peer benchmark: median ops/s (thousands), every put durable, "
+            "store in /dev/shm'",
+            "set termoption noenhanced",
+            "set style data histograms",
+            "set style histogram clustered gap 1",
+            "set style fill solid 0.8 border -1",
+            "set boxwidth 0.9",
+            "set key top left",
+            "set grid ytics",
+            "set ylabel 'thousand ops/s'",
+            "set yrange [0:*]",
+            "set xtics rotate by 30 right nomirror",
+            f"plot {columns}",
+            ""]))
+    subprocess.run(["gnuplot", script], check=True)
+
+
+def fixed_sections(w, reported):
+    """The workload, the settings (and `reported`: (system, settings) as the runs printed
+    them) and the notes: the same on every page."""
+    w(INTRO)
+    w("")
+    w("## Systems and their settings")
+    w("")
+    w(SETTINGS)
+    w("")
+    if reported:
+        w("As each system reported them in these runs:")
+        w("")
+        for label, text in reported:
+            w(f"- {label}: {text}")
+        w("")
+    w(NOTES)
+    w("")
+
+
+def write_page(report, lines):
+    with open(report, "w") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+
+
+def placeholder(report):
+    lines = []
+    w = lines.append
+    w("# FlintKV beside RocksDB, LevelDB and LMDB")
+    w("")
+    w("**No figures yet.** This page is written by the peer benchmark; regenerate it on a "
+      "quiet machine (as root, so that the peers' Debian packages and gnuplot can be "
+      "installed):")
+    w("")
+    w("    bench/peers/run.sh                    # 1M keys, 1 and 2 threads, 3 runs each")
+    w("")
+    w("It then shows the machine and its load, the settings each run reported, the medians "
+      "of ops/s, bytes per live key and peak resident memory with their ratios to FlintKV, "
+      "and the plot `docs/peers.png`. `RUNS=1 NUM=20000 bench/peers/run.sh` checks in a "
+      "minute that everything runs (its figures mean nothing).")
+    w("")
+    fixed_sections(w, [])
+    w("## Figures")
+    w("")
+    w("| workload | threads | FlintKV | RocksDB | LevelDB | LMDB |")
+    w("|---|---:|---:|---:|---:|---:|")
+    for bench in BENCHMARKS:
+        for t in (1, 2):
+            w(f"| {bench} | {t} | – | – | – | – |")
+    write_page(report, lines)
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--placeholder":
+        placeholder(sys.argv[2])
+        return
+    out_dir, report, png, command = sys.argv[1:5]
+    results = load(out_dir)
+    if not results:
+        sys.exit(f"no results in {out_dir}")
+    by_point = {}  # (benchmark, threads, system) -> [result]
+    for r in results:
+        by_point.setdefault((r["benchmark"], r["threads"], r["system"]), []).append(r)
+    systems = [(s, label) for s, label in SYSTEMS if any(k[2] == s for k in by_point)]
+    threads = sorted({r["threads"] for r in results})
+    points = [(b, t) for t in threads for b in BENCHMARKS
+              if any((b, t, s) in by_point for s, _ in systems)]
+    runs = sorted({r["run"] for r in results})
+
+    def metric(field, scale=1.0):
+        def get(bench, t, system):
+            v = median([r.get(field) for r in by_point.get((bench, t, system), [])])
+            return None if v is None else v * scale
+        return get
+
+    ops = metric("ops_per_sec")
+    first = results[0]
+    lines = []
+    w = lines.append
+    w("# FlintKV beside RocksDB, LevelDB and LMDB")
+    w("")
+    w(f"Generated by `{command}`: {len(runs)} run(s) of every system x workload x thread "
+      f"count, each a fresh process and a fresh store in /dev/shm, the systems alternating run "
+      f"by run; every figure is the median over the runs. {first['num']:,} keys of "
+      f"{first['key_size']} bytes, {first['value_size']}-byte values. Machine: "
+      f"{len(os.sched_getaffinity(0))} CPUs available (nproc), {cpu_model()}; load average "
+      f"{load_average(read_text(os.path.join(out_dir, 'uptime-before')))} before and "
+      f"{load_average(read_text(os.path.join(out_dir, 'uptime-after')))} after.")
+    w("")
+    reported = [(label, text) for s, label in systems
+                for text in sorted({r["settings"] for k, rs in by_point.items() if k[2] == s
+                                    for r in rs})]
+    fixed_sections(w, reported)
+    w("## Figures")
+    w("")
+    w("Medians over the runs. In parentheses, for each peer: FlintKV's figure divided by the "
+      "peer's (for ops/s above 1 means FlintKV is faster; for bytes and memory above 1 means "
+      "FlintKV uses more).")
+    w("")
+    table(w, "Throughput (ops/s)", "![ops/s per workload and system](peers.png)", points,
+          systems, ops, si)
+    table(w, "Store bytes per live key", "After the workload (see above for what is counted).",
+          points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
+    table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, the "
+          "fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
+          lambda v: f"{v:.0f}")
+    rww = [(t, s, median([r.get("writer_puts") for r in by_point[("readwhilewriting", t, s)]]))
+           for t in threads for s, _ in systems if ("readwhilewriting", t, s) in by_point]
+    if rww:
+        w("readwhilewriting, the writer's puts while the readers ran (median): " +
+          "; ".join(f"{dict(SYSTEMS)[s]} {t} thr {v:,.0f}" for t, s, v in rww if v is not None)
+          + ".")
+        w("")
+    write_page(report, lines)
+    plot(points, systems, ops, out_dir, png)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The peer benchmark: FlintKV beside RocksDB, LevelDB and LMDB (Debian's packages) on this
+# machine. Installs what is missing (as scripts/run does, with the peers' libraries and
+# gnuplot), builds the driver (configured only where the libraries are found), runs
+# every system x workload x thread count RUNS times, each run a fresh process and a fresh
+# store in /dev/shm, the systems alternating run by run (each run starts with the next
+# system), and writes docs/peers.md (machine, settings, medians, ratios to FlintKV) and
+# docs/peers.png from the JSON lines the runs printed.
+#
+#   bench/peers/run.sh                        # NUM=1000000 RUNS=3 THREADS="1 2"
+#   RUNS=1 NUM=20000 bench/peers/run.sh       # a quick check that everything runs
+#
+# Also: VALUE_SIZE (default 64), BENCHMARKS, SYSTEMS (default: all). Run it on a quiet
+# machine. The raw results stay in $BUILD_DIR/peers/results.jsonl.
+extra_packages=(librocksdb-dev libleveldb-dev liblmdb-dev gnuplot-nox)
+build_own_targets=1  # only the driver and what it links
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
+
+num=${NUM:-1000000}
+runs=${RUNS:-3}
+threads=${THREADS:-1 2}
+value_size=${VALUE_SIZE:-64}
+benchmarks=${BENCHMARKS:-fillrandom readrandom seekrandom overwrite readwhilewriting}
+read -r -a systems <<< "${SYSTEMS:-flintkv rocksdb leveldb lmdb}"
+
+driver="$build_dir/bench/peers/flintkv_peers"
+if [ ! -f "$build_dir/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  meson setup "$build_dir" ${MESON_ARGS:-} >/dev/null
+fi
+# grep reads every line (no -q): under pipefail, ninja must not die of a closed pipe.
+configured() {
+  ninja -C "$build_dir" -t targets all | grep '^bench/peers/flintkv_peers:' >/dev/null
+}
+if ! configured; then
+  # Configured before the libraries were installed: meson keeps the header checks that
+  # failed then, and only a wipe (same options) forgets them. Later builds of the rest of
+  # the tree recompile it (ccache makes that quick).
+  echo "bench/peers: reconfiguring $build_dir from scratch (the peers' libraries are new)"
+  meson setup --wipe "$build_dir" >/dev/null
+  if ! configured; then
+    echo "bench/peers: the driver is not configured in $build_dir (is -Dbenchmarks=false?)" >&2
+    exit 1
+  fi
+fi
+ninja -C "$build_dir" bench/peers/flintkv_peers >/dev/null
+
+out="$build_dir/peers"
+rm -rf "$out"
+mkdir -p "$out"
+store="/dev/shm/flintkv-peers-run-$$"  # each run's store; the driver removes it at exit
+trap 'rm -rf "$store"' EXIT
+
+uptime > "$out/uptime-before"
+for r in $(seq 1 "$runs"); do
+  for t in $threads; do
+    for b in $benchmarks; do
+      for i in "${!systems[@]}"; do
+        s=${systems[$(( (i + r - 1) % ${#systems[@]} ))]}
+        line=$("$driver" --system="$s" --benchmark="$b" --threads="$t" --num="$num" \
+                 --value_size="$value_size" --db="$store")
+        echo "{\"run\": $r, ${line#\{}" >> "$out/results.jsonl"
+        ops=$(sed -E 's/.*"ops_per_sec": ([^,]+),.*/\1/' <<< "$line")
+        printf '== run %s of %s: %-16s %s thr %-8s %12.0f ops/s\n' "$r" "$runs" "$b" "$t" "$s" \
+          "$ops"
+      done
+    done
+  done
+done
+uptime > "$out/uptime-after"
+
+command="bench/peers/run.sh"
+[ -n "${SYSTEMS:-}" ] && command="SYSTEMS=\"$SYSTEMS\" $command"
+[ -n "${BENCHMARKS:-}" ] && command="BENCHMARKS=\"$BENCHMARKS\" $command"
+[ "$value_size" != 64 ] && command="VALUE_SIZE=$value_size $command"
+[ "$threads" != "1 2" ] && command="THREADS=\"$threads\" $command"
+[ "$runs" != 3 ] && command="RUNS=$runs $command"
+[ "$num" != 1000000 ] && command="NUM=$num $command"
+python3 "$top/bench/peers/report.py" "$out" "$top/docs/peers.md" "$top/docs/peers.png" \
+  "$command"
+echo "wrote docs/peers.md and docs/peers.png"

@@ -1,0 +1,80 @@
+// The peer benchmark's view of a key-value store: what every system (FlintKV, RocksDB,
+// LevelDB, LMDB) offers the driver (peers.cpp), each in its own file.
+//
+//   std::unique_ptr<store> db;
+//   Status s = open_store("lmdb", config, &db);    // a fresh store in config.dir
+//   std::unique_ptr<session> me;
+//   if (s.ok()) s = db->new_session(&me);           // on the thread that uses it
+//   if (s.ok()) s = me->put("0000000000000042", value);   // durable on return
+//
+// Thread safety: a store is shared by the benchmark's threads (new_session may be called by
+// any of them at once); a session is used by the thread that made it, and only while the
+// store lives. bytes() and settings() are called while no session works.
+//
+// Persistence: every put is durable when it returns, each system in its own way
+// (settings() says which): FlintKV by default, RocksDB and LevelDB with WriteOptions::sync,
+// LMDB with one synced commit per put.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "flintkv/status.hpp"
+
+namespace flintkv::peers {
+
+struct store_config {
+  std::string dir;  // an empty directory the store's files go into
+  std::uint64_t num = 0;  // keys the workload writes (for FlintKV's pool and LMDB's map size)
+  std::uint64_t key_size = 0, value_size = 0;
+  // Versions the workload writes, at most, before the store is closed (fill plus overwrite).
+  std::uint64_t versions = 0;
+};
+
+// One thread's handle on a store (and its reusable buffers, read transaction, cursor).
+class session {
+ public:
+  virtual ~session() = default;
+  // Stores `value` for `key`, durably.
+  [[nodiscard]] virtual Status put(std::string_view key, std::string_view value) = 0;
+  // Copies the value of `key` into the session's buffer; *found says whether there was one.
+  [[nodiscard]] virtual Status get(std::string_view key, bool* found) = 0;
+  // A new iterator (cursor) on the newest state: Seek to the first key at or after `key`,
+  // then up to `nexts` steps forward. *found says whether `key` itself was there.
+  [[nodiscard]] virtual Status seek(std::string_view key, std::uint64_t nexts, bool* found) = 0;
+};
+
+class store {
+ public:
+  virtual ~store() = default;
+  [[nodiscard]] virtual Status new_session(std::unique_ptr<session>* out) = 0;
+  // The store's bytes: the sizes of its files (FlintKV: the pool's bytes in use).
+  virtual std::uint64_t bytes() = 0;
+  // Keys present now, when the system counts them exactly (FlintKV, LMDB); nullopt
+  // otherwise (the driver then takes num: every workload leaves each key written once).
+  virtual std::optional<std::uint64_t> live_keys() = 0;
+  // The system and its version, and the settings that matter here: write buffer, block
+  // cache, bloom filter, compression, how a put is made durable.
+  virtual std::string settings() = 0;
+};
+
+// The systems, in the order the driver lists them.
+inline constexpr std::string_view kSystems[] = {"flintkv", "rocksdb", "leveldb", "lmdb"};
+
+// Opens a fresh store of `system` (one of kSystems) in config.dir.
+[[nodiscard]] Status open_store(std::string_view system, const store_config& config,
+                                std::unique_ptr<store>* out);
+
+// One per system (its own file); open_store calls them.
+[[nodiscard]] Status open_flintkv(const store_config& config, std::unique_ptr<store>* out);
+[[nodiscard]] Status open_rocksdb(const store_config& config, std::unique_ptr<store>* out);
+[[nodiscard]] Status open_leveldb(const store_config& config, std::unique_ptr<store>* out);
+[[nodiscard]] Status open_lmdb(const store_config& config, std::unique_ptr<store>* out);
+
+// The sum of the sizes of the regular files below `dir` (the stores that are directories).
+std::uint64_t directory_bytes(const std::string& dir);
+
+}  // namespace flintkv::peers
