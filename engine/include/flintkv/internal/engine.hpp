@@ -564,15 +564,10 @@ class engine final : public DB {
   // The located neighbours of u.key: for a key in the point table, its entry and the
   // entry's predecessor (all an update of an existing key needs: link()); else a search.
   void locate(update& u) const {
-    if (inode* e = index_->lookup(u.key); e != nullptr) {
-      if (inode* p = e->prev(); p != nullptr) {
-        u.preds[0] = p;
-        u.succs[0] = e;
-        u.entry = e;
-        return;
-      }
+    if (inode* e = index_->locate_for_update(u.key, u.preds, u.succs); e != nullptr) {
+      u.entry = e;
+      return;
     }
-    index_->locate(u.key, u.preds, u.succs);
     inode* s = u.succs[0];
     u.entry = s != nullptr && same_key(s->key(), u.key) ? s : nullptr;
   }
@@ -617,7 +612,6 @@ class engine final : public DB {
     if ((u.entry == nullptr || !lean) && u.fresh == nullptr) {
       u.fresh = make_entry(u.key, {0, u.offset.value, 0, false});
     }
-    if (u.entry == nullptr) index_->prefetch_slot(u.key);
     _mm_prefetch(reinterpret_cast<const char*>(u.persistent), _MM_HINT_T0);
     return Status::OK();
   }

@@ -78,13 +78,15 @@ struct inode {
   // Invariant (4): written by the combiner only; read by writers that prepare a node to
   // follow it (a hint, checked again under the lock).
   std::atomic<std::uint64_t> tail{0};
+  // Invariant (5). In the header: a new key's entry sets its successor's, whose header the
+  // search that located it has just read.
+  std::atomic<inode*> prev_{nullptr};
 
   struct state {
     std::atomic<std::uint64_t> version{0};
     std::atomic<std::uint64_t> pnode{0};
     std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
     std::atomic<vrec*> older{nullptr};   // the chain of older versions, newest first
-    std::atomic<inode*> prev{nullptr};   // invariant (5)
     std::uint32_t queued = 0;            // combiner only: reclamation references to the entry
   };
 
@@ -102,8 +104,8 @@ struct inode {
   std::uint64_t tail_pnode() const { return tail.load(std::memory_order_relaxed); }
   void set_tail_pnode(std::uint64_t off) { tail.store(off, std::memory_order_relaxed); }
   std::uint32_t& queued() { return st().queued; }
-  inode* prev() const { return st().prev.load(std::memory_order_acquire); }
-  void set_prev(inode* p) { st().prev.store(p, std::memory_order_release); }
+  inode* prev() const { return prev_.load(std::memory_order_acquire); }
+  void set_prev(inode* p) { prev_.store(p, std::memory_order_release); }
 
   // The newest version and, if it is above `chain_above`, the chain below it (else
   // nullptr), read consistently. Lock-free for readers. The chain's link may lie on the
@@ -194,7 +196,7 @@ struct inode {
                                      state_offset(height, key_size));
   }
 };
-static_assert(sizeof(inode) == 16);
+static_assert(sizeof(inode) == 24);
 static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
 static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
 
@@ -253,8 +255,10 @@ inline std::uint32_t key_hash(std::string_view key) {
 // a removed entry) is answered by the skiplist, so a slot the table could not take, a probe
 // that raced an erase or a reader still on a replaced table cost time, not correctness.
 //
-// A slot is one word: the entry's address in the low 48 bits, 16 bits of its key's hash
-// above (a probe compares keys only where these match), 0 for empty, 1 for erased.
+// A slot is one word: the top 21 bits of the key's hash, then the entry's address divided
+// by 16 (43 bits: user-space addresses below 2^47, entries 16-byte aligned); 0 is empty, 1
+// erased. A probe reads a key only where the hash bits match, and the home slot is a
+// function of those bits alone, so growing the table moves slots without reading an entry.
 //
 // Thread safety: insert, erase and build run under the combiner lock (or before the index
 // is shared); find is lock-free and runs pinned in the epoch domain, which frees a replaced
@@ -263,8 +267,9 @@ inline std::uint32_t key_hash(std::string_view key) {
 //  (1) A live (not removed) entry is in the current table at most once, and every slot
 //      names an entry that is not yet retired: erase comes before the entry's removal.
 //  (2) Lookups start at the key's home slot and stop at an empty one; a table is grown or
-//      rebuilt before its used and erased slots together exceed kMaxLoad of it, so an empty
-//      slot always ends a probe.
+//      rebuilt before its used and erased slots together exceed kMaxLoad / kLoadDen of it,
+//      so an empty slot always ends a probe, and every slot between an entry's home and
+//      its slot is taken or erased (linear probing).
 class point_table {
  public:
   point_table() = default;
@@ -272,16 +277,18 @@ class point_table {
   point_table(const point_table&) = delete;
   point_table& operator=(const point_table&) = delete;
 
+  // The bits of `key`'s hash that the table keeps.
+  static std::uint64_t hash_of(std::string_view key) { return key_hash(key) >> (32 - kHashBits); }
+
   // The entry of `key` if the table holds it and it is not removed, else nullptr (the
-  // caller asks the skiplist). REQUIRES: pinned in the epoch domain given to replace().
-  inode* find(std::string_view key, std::uint32_t hash) const {
+  // caller asks the skiplist). REQUIRES: pinned in the epoch domain given to insert().
+  inode* find(std::string_view key, std::uint64_t hash) const {
     const table* t = table_.load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
-    const std::uint64_t tag = tag_of(hash);
     for (std::size_t i = t->home(hash);; i = t->after(i)) {
       const std::uint64_t w = t->slots()[i].load(std::memory_order_acquire);
       if (w == kEmpty) return nullptr;
-      if (w == kErased || (w & kTagMask) != tag) continue;
+      if (w == kErased || (w >> kAddressBits) != hash) continue;
       inode* n = entry_of(w);
       if (same_key(n->key(), key)) {
         return n->removed.load(std::memory_order_acquire) ? nullptr : n;
@@ -290,24 +297,28 @@ class point_table {
   }
 
   // Adds `n`, a new live entry (no live entry of its key is in the table). REQUIRES: the
-  // combiner lock. If the table must grow and there is no DRAM for it, `n` is left out.
+  // combiner lock. Without DRAM to grow the table, or at an address a slot cannot hold,
+  // `n` is left out (lookups of it fall back to the search).
   void insert(inode* n, alloc::epoch_domain& epochs) {
+    const auto address = reinterpret_cast<std::uint64_t>(n);
+    if ((address >> (kAddressBits + kAlignBits)) != 0 || (address & kAlignMask) != 0) return;
     table* t = table_.load(std::memory_order_relaxed);
     if (t == nullptr || (t->used + t->erased + 1) * kLoadDen > t->capacity * kMaxLoad) {
       t = regrow(epochs, t == nullptr ? 0 : t->used + 1);
       if (t == nullptr) return;
     }
-    place(*t, n, key_hash(n->key()));
+    place(*t, slot_of(n, hash_of(n->key())));
   }
 
   // Removes `n` (before the entry is unlinked and retired). REQUIRES: the combiner lock.
   void erase(const inode* n) {
     table* t = table_.load(std::memory_order_relaxed);
     if (t == nullptr) return;
-    for (std::size_t i = t->home(key_hash(n->key()));; i = t->after(i)) {
+    const std::uint64_t want = slot_of(n, hash_of(n->key()));
+    for (std::size_t i = t->home(want >> kAddressBits);; i = t->after(i)) {
       const std::uint64_t w = t->slots()[i].load(std::memory_order_relaxed);
-      if (w == kEmpty) return;  // never placed (no DRAM when it was inserted)
-      if (w != kErased && entry_of(w) == n) {
+      if (w == kEmpty) return;  // never placed
+      if (w == want) {
         t->slots()[i].store(kErased, std::memory_order_release);
         --t->used;
         ++t->erased;
@@ -322,83 +333,90 @@ class point_table {
     table* t = make(capacity_for(entries));
     if (t == nullptr) return;
     for (const inode* n = first; n != nullptr; n = n->load_next(0)) {
-      place(*t, const_cast<inode*>(n), key_hash(n->key()));
+      const auto address = reinterpret_cast<std::uint64_t>(n);
+      if ((address >> (kAddressBits + kAlignBits)) != 0 || (address & kAlignMask) != 0) continue;
+      place(*t, slot_of(n, hash_of(n->key())));
     }
     destroy(table_.exchange(t, std::memory_order_acq_rel));
   }
 
   // The home slot of `hash`, for prefetching before a lookup. May be nullptr.
-  const void* home_of(std::uint32_t hash) const {
+  const void* home_of(std::uint64_t hash) const {
     const table* t = table_.load(std::memory_order_acquire);
     return t == nullptr ? nullptr : &t->slots()[t->home(hash)];
   }
 
-  std::size_t capacity() const {
-    const table* t = table_.load(std::memory_order_relaxed);
-    return t == nullptr ? 0 : t->capacity;
-  }
   // Entries held. REQUIRES: the combiner lock (or no writer).
   std::size_t size() const {
     const table* t = table_.load(std::memory_order_relaxed);
     return t == nullptr ? 0 : t->used;
   }
   std::size_t bytes() const {
-    const std::size_t c = capacity();
-    return c == 0 ? 0 : sizeof(table) + c * sizeof(std::atomic<std::uint64_t>);
+    const table* t = table_.load(std::memory_order_relaxed);
+    return t == nullptr ? 0 : sizeof(table) + t->capacity * sizeof(std::atomic<std::uint64_t>);
   }
 
  private:
+  static constexpr int kHashBits = 21;
+  static constexpr int kAddressBits = 64 - kHashBits;
+  static constexpr int kAlignBits = 4;
+  static constexpr std::uint64_t kAlignMask = (std::uint64_t{1} << kAlignBits) - 1;
   static constexpr std::uint64_t kEmpty = 0;
-  static constexpr std::uint64_t kErased = 1;
-  static constexpr std::uint64_t kAddressMask = (std::uint64_t{1} << 48) - 1;
-  static constexpr std::uint64_t kTagMask = ~kAddressMask;
-  // Grown past 4/5 full (used and erased slots), to twice the entries.
-  static constexpr std::size_t kMaxLoad = 4;
-  static constexpr std::size_t kLoadDen = 5;
+  static constexpr std::uint64_t kErased = 1;  // the address 16: never an entry's
+  // Grown past 3/4 full (used and erased slots), to twice the entries: a probe for a key
+  // the table lacks (every new key's) reads a few slots, mostly within one cache line.
+  static constexpr std::size_t kMaxLoad = 3;
+  static constexpr std::size_t kLoadDen = 4;
   static constexpr std::size_t kMinCapacity = 64;
 
-  struct table {
-    std::size_t capacity;
+  // Slots per cache line: a key's home is the first slot of a line, so a probe reads the
+  // line it missed on before it needs another.
+  static constexpr std::size_t kLine = 64 / sizeof(std::uint64_t);
+
+  struct alignas(64) table {
+    std::size_t capacity;  // a multiple of kLine
     std::size_t used = 0;    // combiner only
     std::size_t erased = 0;  // combiner only
+
     // `capacity` slots follow the struct.
-    std::atomic<std::uint64_t>* slots() { return reinterpret_cast<std::atomic<std::uint64_t>*>(this + 1); }
+    std::atomic<std::uint64_t>* slots() {
+      return reinterpret_cast<std::atomic<std::uint64_t>*>(this + 1);
+    }
     const std::atomic<std::uint64_t>* slots() const {
       return reinterpret_cast<const std::atomic<std::uint64_t>*>(this + 1);
     }
-
-    // The hash scaled onto [0, capacity): no power of two needed, no modulo.
-    std::size_t home(std::uint32_t hash) const {
-      return static_cast<std::size_t>((static_cast<std::uint64_t>(hash) * capacity) >> 32);
+    // The hash bits scaled onto the lines: no power of two needed, no modulo.
+    std::size_t home(std::uint64_t hash) const {
+      return static_cast<std::size_t>((hash * (capacity / kLine)) >> kHashBits) * kLine;
     }
     std::size_t after(std::size_t i) const { return i + 1 == capacity ? 0 : i + 1; }
   };
 
-  static std::uint64_t tag_of(std::uint32_t hash) {
-    // Other bits than home() uses most: a multiply mixes the low ones up.
-    return static_cast<std::uint64_t>((hash * 0x9E3779B1u) >> 16) << 48;
+  static std::uint64_t slot_of(const inode* n, std::uint64_t hash) {
+    return hash << kAddressBits | reinterpret_cast<std::uint64_t>(n) >> kAlignBits;
   }
-  static inode* entry_of(std::uint64_t w) { return reinterpret_cast<inode*>(w & kAddressMask); }
+  static inode* entry_of(std::uint64_t w) {
+    return reinterpret_cast<inode*>((w & ((std::uint64_t{1} << kAddressBits) - 1)) << kAlignBits);
+  }
   static std::size_t capacity_for(std::size_t entries) {
-    return std::max(kMinCapacity, entries * 2);
+    return std::max(kMinCapacity, (entries * 2 + kLine - 1) / kLine * kLine);
   }
 
-  static void place(table& t, inode* n, std::uint32_t hash) {
-    const auto address = reinterpret_cast<std::uint64_t>(n);
-    for (std::size_t i = t.home(hash);; i = t.after(i)) {
+  static void place(table& t, std::uint64_t slot) {
+    for (std::size_t i = t.home(slot >> kAddressBits);; i = t.after(i)) {
       const std::uint64_t w = t.slots()[i].load(std::memory_order_relaxed);
       if (w == kEmpty || w == kErased) {
         if (w == kErased) --t.erased;
         ++t.used;
-        t.slots()[i].store(tag_of(hash) | address, std::memory_order_release);
+        t.slots()[i].store(slot, std::memory_order_release);
         return;
       }
     }
   }
 
   static table* make(std::size_t capacity) noexcept {
-    void* memory =
-        ::operator new(sizeof(table) + capacity * sizeof(std::atomic<std::uint64_t>), std::nothrow);
+    void* memory = ::operator new(sizeof(table) + capacity * sizeof(std::atomic<std::uint64_t>),
+                                  std::align_val_t{alignof(table)}, std::nothrow);
     if (memory == nullptr) return nullptr;
     auto* t = new (memory) table{capacity};
     for (std::size_t i = 0; i < capacity; ++i) {
@@ -406,26 +424,21 @@ class point_table {
     }
     return t;
   }
-  static void destroy(table* t) noexcept { ::operator delete(t); }
+  static void destroy(table* t) noexcept {
+    if (t != nullptr) ::operator delete(t, std::align_val_t{alignof(table)});
+  }
 
   // A new table for `entries` live entries with every live entry of the old one, published
   // in its place; the old one is retired through the epochs. nullptr (and the old table
-  // kept) if DRAM runs out.
+  // kept) if DRAM runs out. The slots move as they are: no entry is read.
   table* regrow(alloc::epoch_domain& epochs, std::size_t entries) noexcept {
     table* old = table_.load(std::memory_order_relaxed);
     table* t = make(capacity_for(entries));
     if (t == nullptr) return nullptr;
     if (old != nullptr) {
-      // Sequential over the old slots; each entry's key is read to hash it again, so the
-      // entries a few slots ahead are fetched while this one is placed.
-      constexpr std::size_t kAhead = 8;
       for (std::size_t i = 0; i < old->capacity; ++i) {
-        if (i + kAhead < old->capacity) {
-          const std::uint64_t a = old->slots()[i + kAhead].load(std::memory_order_relaxed);
-          if (a > kErased) __builtin_prefetch(entry_of(a));
-        }
         const std::uint64_t w = old->slots()[i].load(std::memory_order_relaxed);
-        if (w > kErased) place(*t, entry_of(w), key_hash(entry_of(w)->key()));
+        if (w > kErased) place(*t, w);
       }
     }
     table_.store(t, std::memory_order_release);
@@ -459,21 +472,18 @@ class skiplist {
   // Neighbours of `key` at every level: preds[i] is the last entry before it, succs[i] the
   // first at or after it (nullptr: the end). succs[0] is the key's own entry if it has one.
   void locate(std::string_view key, inode** preds, inode** succs) const {
-    inode* pred = head_;
-    const int top = height();
-    for (int level = kMaxHeight - 1; level >= top; --level) {
-      preds[level] = head_;
-      succs[level] = nullptr;
-    }
-    for (int level = top - 1; level >= 0; --level) {
-      inode* curr = next_prefetched(pred, level);
-      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
-        pred = curr;
-        curr = next_prefetched(pred, level);
-      }
-      preds[level] = pred;
-      succs[level] = curr;
-    }
+    (void)descend(key, preds, succs, nullptr);
+  }
+
+  // For a writer: if the point table holds `key`'s live entry, returns it with only its
+  // neighbours at level 0 (preds[0] = its predecessor, succs[0] = it), all an update of an
+  // existing key needs; else nullptr and locate()'s neighbours. The table's slot is
+  // requested first and read once the search has passed its top levels (in cache for every
+  // search), so that the wait for it overlaps with them. REQUIRES: pinned.
+  inode* locate_for_update(std::string_view key, inode** preds, inode** succs) const {
+    const std::uint64_t hash = point_table::hash_of(key);
+    if (const void* p = points_.home_of(hash); p != nullptr) __builtin_prefetch(p);
+    return descend(key, preds, succs, &hash);
   }
 
   // The first entry whose key is at or after `key`, or nullptr.
@@ -493,19 +503,15 @@ class skiplist {
   // The entry of `key`, or nullptr: from the point table, or where it has none, from a
   // search. REQUIRES: pinned (constructor).
   inode* find(std::string_view key) const {
-    if (inode* n = points_.find(key, key_hash(key)); n != nullptr) return n;
+    if (inode* n = points_.find(key, point_table::hash_of(key)); n != nullptr) return n;
     inode* n = seek(key);
     return n != nullptr && same_key(n->key(), key) ? n : nullptr;
   }
 
   // The live entry of `key` from the point table alone, or nullptr (it may still have one:
   // ask locate or find). REQUIRES: pinned.
-  inode* lookup(std::string_view key) const { return points_.find(key, key_hash(key)); }
-
-  // Asks for the cache line where insert() will place `key`'s entry (a writer of a new key
-  // calls this outside the combiner lock, so the insert under it does not wait on DRAM).
-  void prefetch_slot(std::string_view key) const {
-    if (const void* p = points_.home_of(key_hash(key)); p != nullptr) __builtin_prefetch(p, 1);
+  inode* lookup(std::string_view key) const {
+    return points_.find(key, point_table::hash_of(key));
   }
 
   // The point table's bytes of DRAM.
@@ -620,6 +626,40 @@ class skiplist {
   }
 
  private:
+  // Levels of a search that stay in cache (few entries are linked that high).
+  static constexpr int kCachedLevels = 6;
+
+  // locate(), and with `hash`, locate_for_update().
+  inode* descend(std::string_view key, inode** preds, inode** succs,
+                 const std::uint64_t* hash) const {
+    inode* pred = head_;
+    const int top = height();
+    for (int level = kMaxHeight - 1; level >= top; --level) {
+      preds[level] = head_;
+      succs[level] = nullptr;
+    }
+    const int probe_at = hash != nullptr ? std::max(0, top - 1 - kCachedLevels) : -1;
+    for (int level = top - 1; level >= 0; --level) {
+      if (level == probe_at) {
+        if (inode* e = points_.find(key, *hash); e != nullptr) {
+          if (inode* p = e->prev(); p != nullptr) {
+            preds[0] = p;
+            succs[0] = e;
+            return e;
+          }
+        }
+      }
+      inode* curr = next_prefetched(pred, level);
+      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
+        pred = curr;
+        curr = next_prefetched(pred, level);
+      }
+      preds[level] = pred;
+      succs[level] = curr;
+    }
+    return nullptr;
+  }
+
   // pred's successor at `level`. A search compares that successor next (one cache miss), and
   // if the successor is not before its target it goes down to pred's successor one level
   // below (another). Both are known now, so the second line is requested while the first is
