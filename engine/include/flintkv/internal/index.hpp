@@ -32,6 +32,8 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+
+#include <sys/mman.h>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -286,7 +288,7 @@ class point_table {
     const table* t = table_.load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
     for (std::size_t i = t->home(hash);; i = t->after(i)) {
-      const std::uint64_t w = t->slots()[i].load(std::memory_order_acquire);
+      const std::uint64_t w = t->slot(i).load(std::memory_order_acquire);
       if (w == kEmpty) return nullptr;
       if (w == kErased || (w >> kAddressBits) != hash) continue;
       inode* n = entry_of(w);
@@ -308,6 +310,7 @@ class point_table {
       if (t == nullptr) return;
     }
     place(*t, slot_of(n, hash_of(n->key())));
+    if (retired_ && ++since_collect_ >= kCollectEvery) collect(epochs);
   }
 
   // Removes `n` (before the entry is unlinked and retired). REQUIRES: the combiner lock.
@@ -316,10 +319,10 @@ class point_table {
     if (t == nullptr) return;
     const std::uint64_t want = slot_of(n, hash_of(n->key()));
     for (std::size_t i = t->home(want >> kAddressBits);; i = t->after(i)) {
-      const std::uint64_t w = t->slots()[i].load(std::memory_order_relaxed);
+      const std::uint64_t w = t->slot(i).load(std::memory_order_relaxed);
       if (w == kEmpty) return;  // never placed
       if (w == want) {
-        t->slots()[i].store(kErased, std::memory_order_release);
+        t->slot(i).store(kErased, std::memory_order_release);
         --t->used;
         ++t->erased;
         return;
@@ -343,7 +346,7 @@ class point_table {
   // The home slot of `hash`, for prefetching before a lookup. May be nullptr.
   const void* home_of(std::uint64_t hash) const {
     const table* t = table_.load(std::memory_order_acquire);
-    return t == nullptr ? nullptr : &t->slots()[t->home(hash)];
+    return t == nullptr ? nullptr : t->address_of(t->home(hash));
   }
 
   // Entries held. REQUIRES: the combiner lock (or no writer).
@@ -353,7 +356,7 @@ class point_table {
   }
   std::size_t bytes() const {
     const table* t = table_.load(std::memory_order_relaxed);
-    return t == nullptr ? 0 : sizeof(table) + t->capacity * sizeof(std::atomic<std::uint64_t>);
+    return t == nullptr ? 0 : t->bytes();
   }
 
  private:
@@ -368,6 +371,8 @@ class point_table {
   static constexpr std::size_t kMaxLoad = 3;
   static constexpr std::size_t kLoadDen = 4;
   static constexpr std::size_t kMinCapacity = 64;
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+  static constexpr std::size_t kCollectEvery = 256;
 
   // Slots per cache line: a key's home is the first slot of a line, so a probe reads the
   // line it missed on before it needs another.
@@ -378,12 +383,18 @@ class point_table {
     std::size_t used = 0;    // combiner only
     std::size_t erased = 0;  // combiner only
 
-    // `capacity` slots follow the struct.
-    std::atomic<std::uint64_t>* slots() {
-      return reinterpret_cast<std::atomic<std::uint64_t>*>(this + 1);
+    // `capacity` slots follow the struct, in zero-filled pages (kEmpty), each accessed
+    // atomically.
+    std::atomic_ref<std::uint64_t> slot(std::size_t i) const {
+      return std::atomic_ref<std::uint64_t>(
+          reinterpret_cast<std::uint64_t*>(const_cast<table*>(this) + 1)[i]);
     }
-    const std::atomic<std::uint64_t>* slots() const {
-      return reinterpret_cast<const std::atomic<std::uint64_t>*>(this + 1);
+    const void* address_of(std::size_t i) const {
+      return reinterpret_cast<const std::uint64_t*>(this + 1) + i;
+    }
+    std::size_t bytes() const { return bytes_for(capacity); }
+    static std::size_t bytes_for(std::size_t capacity) {
+      return sizeof(table) + capacity * sizeof(std::uint64_t);
     }
     // The hash bits scaled onto the lines: no power of two needed, no modulo.
     std::size_t home(std::uint64_t hash) const {
@@ -404,28 +415,27 @@ class point_table {
 
   static void place(table& t, std::uint64_t slot) {
     for (std::size_t i = t.home(slot >> kAddressBits);; i = t.after(i)) {
-      const std::uint64_t w = t.slots()[i].load(std::memory_order_relaxed);
+      const std::uint64_t w = t.slot(i).load(std::memory_order_relaxed);
       if (w == kEmpty || w == kErased) {
         if (w == kErased) --t.erased;
         ++t.used;
-        t.slots()[i].store(slot, std::memory_order_release);
+        t.slot(i).store(slot, std::memory_order_release);
         return;
       }
     }
   }
 
+  // A table in pages of its own (zero-filled: every slot empty, and nothing to write before
+  // use), given back to the system when destroyed. nullptr without memory.
   static table* make(std::size_t capacity) noexcept {
-    void* memory = ::operator new(sizeof(table) + capacity * sizeof(std::atomic<std::uint64_t>),
-                                  std::align_val_t{alignof(table)}, std::nothrow);
-    if (memory == nullptr) return nullptr;
-    auto* t = new (memory) table{capacity};
-    for (std::size_t i = 0; i < capacity; ++i) {
-      new (&t->slots()[i]) std::atomic<std::uint64_t>(kEmpty);
-    }
-    return t;
+    const std::size_t bytes = table::bytes_for(capacity);
+    void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (memory == MAP_FAILED) return nullptr;
+    if (bytes >= kHugePage) (void)::madvise(memory, bytes, MADV_HUGEPAGE);  // fewer TLB misses
+    return new (memory) table{capacity};
   }
   static void destroy(table* t) noexcept {
-    if (t != nullptr) ::operator delete(t, std::align_val_t{alignof(table)});
+    if (t != nullptr) ::munmap(t, t->bytes());
   }
 
   // A new table for `entries` live entries with every live entry of the old one, published
@@ -437,7 +447,7 @@ class point_table {
     if (t == nullptr) return nullptr;
     if (old != nullptr) {
       for (std::size_t i = 0; i < old->capacity; ++i) {
-        const std::uint64_t w = old->slots()[i].load(std::memory_order_relaxed);
+        const std::uint64_t w = old->slot(i).load(std::memory_order_relaxed);
         if (w > kErased) place(*t, w);
       }
     }
@@ -445,6 +455,7 @@ class point_table {
     if (old != nullptr) {
       try {
         epochs.retire(old, [](void* p) { destroy(static_cast<table*>(p)); });
+        retired_ = true;
       } catch (const std::bad_alloc&) {
         // No DRAM to remember it: the old table stays allocated (readers may hold it).
       }
@@ -452,7 +463,22 @@ class point_table {
     return t;
   }
 
+  // A retired table is freed once the epochs have advanced twice past it, which only
+  // collecting does; writes that retire nothing else (a fill) would never collect, so the
+  // inserts do, now and then, until nothing retired is left.
+  void collect(alloc::epoch_domain& epochs) noexcept {
+    since_collect_ = 0;
+    try {
+      (void)epochs.collect();
+    } catch (const std::bad_alloc&) {
+      return;
+    }
+    retired_ = epochs.pending() != 0;
+  }
+
   std::atomic<table*> table_{nullptr};
+  bool retired_ = false;         // combiner only: a table was retired since the last collect
+  std::size_t since_collect_ = 0;  // combiner only
 };
 
 class skiplist {
