@@ -653,7 +653,7 @@ class skiplist {
 
  private:
   // Levels of a search that stay in cache (few entries are linked that high).
-  static constexpr int kCachedLevels = 6;
+  static constexpr int kCachedLevels = 10;
 
   // locate(), and with `hash`, locate_for_update().
   inode* descend(std::string_view key, inode** preds, inode** succs,
