@@ -302,8 +302,7 @@ class point_table {
   // combiner lock. Without DRAM to grow the table, or at an address a slot cannot hold,
   // `n` is left out (lookups of it fall back to the search).
   void insert(inode* n, alloc::epoch_domain& epochs) {
-    const auto address = reinterpret_cast<std::uint64_t>(n);
-    if ((address >> (kAddressBits + kAlignBits)) != 0 || (address & kAlignMask) != 0) return;
+    if (!holdable(n)) return;
     table* t = table_.load(std::memory_order_relaxed);
     if (t == nullptr || (t->used + t->erased + 1) * kLoadDen > t->capacity * kMaxLoad) {
       t = regrow(epochs, t == nullptr ? 0 : t->used + 1);
@@ -336,9 +335,7 @@ class point_table {
     table* t = make(capacity_for(entries));
     if (t == nullptr) return;
     for (const inode* n = first; n != nullptr; n = n->load_next(0)) {
-      const auto address = reinterpret_cast<std::uint64_t>(n);
-      if ((address >> (kAddressBits + kAlignBits)) != 0 || (address & kAlignMask) != 0) continue;
-      place(*t, slot_of(n, hash_of(n->key())));
+      if (holdable(n)) place(*t, slot_of(n, hash_of(n->key())));
     }
     destroy(table_.exchange(t, std::memory_order_acq_rel));
   }
@@ -403,6 +400,11 @@ class point_table {
     std::size_t after(std::size_t i) const { return i + 1 == capacity ? 0 : i + 1; }
   };
 
+  // Whether a slot can hold n's address (below 2^47, 16-byte aligned).
+  static bool holdable(const inode* n) {
+    const auto address = reinterpret_cast<std::uint64_t>(n);
+    return (address >> (kAddressBits + kAlignBits)) == 0 && (address & kAlignMask) == 0;
+  }
   static std::uint64_t slot_of(const inode* n, std::uint64_t hash) {
     return hash << kAddressBits | reinterpret_cast<std::uint64_t>(n) >> kAlignBits;
   }
