@@ -233,22 +233,9 @@ inline bool same_key(std::string_view a, std::string_view b) {
   return a.size() == b.size() && compare_keys(a, b) == 0;
 }
 
-// The hash of a key for the point table: CRC-32C over its 8-byte words (the instruction
-// where the CPU has it), the last word zero-padded, seeded with the size.
+// The hash of a key for the point table: its CRC-32C (checksum.hpp), seeded with its size.
 inline std::uint32_t key_hash(std::string_view key) {
-  std::uint32_t h = ~static_cast<std::uint32_t>(key.size());
-  std::size_t i = 0;
-  for (; i + 8 <= key.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, key.data() + i, 8);
-    h = crc32c_word(h, w);
-  }
-  if (i < key.size()) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, key.data() + i, key.size() - i);
-    h = crc32c_word(h, w);
-  }
-  return h;
+  return crc32c(~static_cast<std::uint32_t>(key.size()), key.data(), key.size());
 }
 
 // Point lookups beside the skiplist: an open-addressed hash table (linear probing) from key
@@ -531,7 +518,7 @@ class skiplist {
   // The entry of `key`, or nullptr: from the point table, or where it has none, from a
   // search. REQUIRES: pinned (constructor).
   inode* find(std::string_view key) const {
-    if (inode* n = points_.find(key, point_table::hash_of(key)); n != nullptr) return n;
+    if (inode* n = lookup(key); n != nullptr) return n;
     inode* n = seek(key);
     return n != nullptr && same_key(n->key(), key) ? n : nullptr;
   }
