@@ -300,8 +300,8 @@ flintkv_iterator_t* flintkv_create_iterator(flintkv_t* db, const flintkv_readopt
     }
   } catch (...) {
     iter->rep.reset();
-    // Status's message is a std::string: an empty one allocates nothing.
-    iter->error = Status::NoSpace({});
+    // A message this short fits std::string's inline buffer: nothing to allocate.
+    iter->error = Status::NoSpace("out of DRAM");
   }
   return iter;
 }

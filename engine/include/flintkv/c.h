@@ -86,7 +86,7 @@ void flintkv_write(flintkv_t* db, const flintkv_writeoptions_t* options,
 /* The value of `key` at the snapshot in `options` (or now): a malloc()ed buffer of
    *vallen bytes (not NUL-terminated; never NULL for a found key, even an empty value).
    Returns NULL with *vallen = 0 if the key is absent (*errptr then unchanged) or on an
-   error (*errptr set). `options` may be NULL (the defaults). */
+   error (*errptr set). `options` may be NULL (the defaults). REQUIRES: vallen non-NULL. */
 char* flintkv_get(flintkv_t* db, const flintkv_readoptions_t* options, const char* key,
                   size_t keylen, size_t* vallen, char** errptr);
 
