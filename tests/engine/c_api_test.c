@@ -28,10 +28,20 @@ static const char* current_test = "";
 
 #define CHECK_NO_ERROR(err) CHECK((err) == NULL, "unexpected error: %s", (err))
 
+/* Every pool path handed out, removed at exit: a failed check leaves no pool behind. */
+enum { kMaxPaths = 16 };
+static char paths[kMaxPaths][256];
+static int path_count = 0;
+static void remove_pools(void) {
+  for (int i = 0; i < path_count; ++i) unlink(paths[i]);
+}
+
 /* A fresh pool path in /dev/shm, removed first. */
 static void pool_path(char* out, size_t size, const char* name) {
   snprintf(out, size, "/dev/shm/flintkv-c-test-%ld-%s.pool", (long)getpid(), name);
   unlink(out);
+  CHECK(path_count < kMaxPaths, "too many pool paths");
+  snprintf(paths[path_count++], sizeof paths[0], "%s", out);
 }
 
 static flintkv_options_t* creating(void) {
@@ -645,6 +655,7 @@ static void test_errors(void) {
 }
 
 int main(void) {
+  atexit(remove_pools);
   test_round_trip();
   test_batch();
   test_snapshot();
