@@ -8,14 +8,15 @@
 #    internal headers are not in it and that one translation unit including every public
 #    header compiles with nothing but pkg-config's flags for the installed tree.
 # 2. app/ built with a bare compiler line from `pkg-config --cflags --libs flintkv flit`.
-# 3. app/ as a Meson project finding flint through pkg-config (PKG_CONFIG_PATH only).
-# 4. app/ as a Meson project with flint as a subproject (app/subprojects/flint.wrap, with
+# 3. app/ as a CMake project (app/CMakeLists.txt, pkg_check_modules).
+# 4. app/ as a Meson project finding flint through pkg-config (PKG_CONFIG_PATH only).
+# 5. app/ as a Meson project with flint as a subproject (app/subprojects/flint.wrap, with
 #    subprojects/flint linked to SOURCE_ROOT); checks that none of flint's tests come along
 #    by default and that no crash-long test does when they are enabled.
-# 5. c/ if present: a C program on flintkv/c.h. With a meson.build, a Meson project against
+# 6. c/ if present: a C program on flintkv/c.h. With a meson.build, a Meson project against
 #    the installed tree; otherwise each *.c, compiled by the C compiler with
 #    `pkg-config --cflags --libs flintkv-c`, run with a directory for its pools as argument.
-# 6. examples/*/ of SOURCE_ROOT that have a meson.build: each built against the installed
+# 7. examples/*/ of SOURCE_ROOT that have a meson.build: each built against the installed
 #    tree (pkg-config) and its `meson test` run.
 # The work tree is BUILD_ROOT/consumer-work (a fixed place, so that ccache finds its earlier
 # compilations), emptied at the start and kept afterwards for a look at what failed.
@@ -49,12 +50,19 @@ pcdir=$(dirname "$pc")
 for name in pv_interface flit allocators flintkv; do
   [ -f "$pcdir/$name.pc" ] || fail "no $name.pc installed in $pcdir"
 done
-export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-# A build directory configured before pkgconfig.relocatable was a default writes .pc files
-# with an absolute prefix: point pkg-config at the staging tree as at a sysroot.
+# The .pc files find the tree from their own place (pkgconfig.relocatable, a default option
+# of ours). A build directory configured before that default existed writes an absolute
+# prefix: then the test reads copies of them with the prefix moved into the staging tree.
 if ! grep -q '^prefix=${pcfiledir}' "$pc"; then
-  export PKG_CONFIG_SYSROOT_DIR="$work/stage"
+  echo "note: $build writes .pc files with an absolute prefix" \
+       "(meson configure $build -Dpkgconfig.relocatable=true makes them relocatable)"
+  mkdir -p "$work/pc"
+  for f in "$pcdir"/*.pc; do
+    sed "s|^prefix=|prefix=$work/stage|" "$f" >"$work/pc/$(basename "$f")"
+  done
+  pcdir=$work/pc
 fi
+export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 incdir=$(pkg-config --variable=includedir flintkv)
 [ -f "$incdir/flit/config.hpp" ] || fail "the generated flit/config.hpp is not installed"
 if [ -e "$incdir/flintkv/internal" ]; then
@@ -86,19 +94,29 @@ mkdir -p "$work/plain"
   $(pkg-config --cflags --libs flintkv flit) || fail "the bare compiler line"
 "$work/plain/consumer_app" "$work/plain" || fail "app/ built with the bare compiler line"
 
-# --- 3. Meson, installed flint through pkg-config ---
+# --- 3. CMake, installed flint through pkg-config (pkg_check_modules) ---
+step "app/ as a CMake project, flint found through pkg_check_modules"
+command -v cmake >/dev/null || fail "cmake is not installed (scripts/common.sh installs it)"
+cmake -S "$src/tests/consumer/app" -B "$work/app-cmake" -DCMAKE_BUILD_TYPE=Debug \
+  >"$work/app-cmake.log" || { cat "$work/app-cmake.log"; fail "cmake configure"; }
+cmake --build "$work/app-cmake" >>"$work/app-cmake.log" ||
+  { cat "$work/app-cmake.log"; fail "cmake --build"; }
+mkdir -p "$work/app-cmake/pool"
+"$work/app-cmake/consumer_app" "$work/app-cmake/pool" || fail "app/ built with CMake"
+
+# --- 4. Meson, installed flint through pkg-config ---
 cp -r "$src/tests/consumer/app" "$work/app"
 step "app/ as a Meson project, flint found through pkg-config"
 "$meson" setup "$work/app-installed" "$work/app" "${setup_args[@]}" --wrap-mode=nofallback \
   >"$work/app-installed.log" || { cat "$work/app-installed.log"; fail "meson setup (installed)"; }
 "$meson" test -C "$work/app-installed" --print-errorlogs || fail "app/ against the installed tree"
 
-# --- 4. Meson, flint as a subproject ---
+# --- 5. Meson, flint as a subproject ---
 step "app/ as a Meson project, flint as a subproject"
 ln -s "$src" "$work/app/subprojects/flint"
 (
   # Nothing installed may be found: the fallback to the subproject is what is tested.
-  unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
+  unset PKG_CONFIG_PATH
   "$meson" setup "$work/app-sub" "$work/app" "${setup_args[@]}" \
     >"$work/app-sub.log" || { cat "$work/app-sub.log"; fail "meson setup (subproject)"; }
   grep -q "Executing subproject flint" "$work/app-sub.log" ||
@@ -125,7 +143,7 @@ print(f"ok: {len(flint)} tests of flint, none in crash-long")
 '
 )
 
-# --- 5. the C API from C ---
+# --- 6. the C API from C ---
 if [ -d "$src/tests/consumer/c" ]; then
   step "c/: the C API from C"
   if [ -f "$src/tests/consumer/c/meson.build" ]; then
@@ -151,7 +169,7 @@ else
   step "c/: not present (skipped)"
 fi
 
-# --- 6. the examples ---
+# --- 7. the examples ---
 for ex in "$src"/examples/*/; do
   [ -f "$ex/meson.build" ] || continue
   name=$(basename "$ex")
