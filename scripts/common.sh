@@ -7,9 +7,10 @@ top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 build_dir=${BUILD_DIR:-build}
 
-# Debian 12 packages the project builds with, and those a script that sources this file
+# Debian 12 packages the project builds with (cmake: tests/consumer builds a CMake project
+# against the installed tree), and those a script that sources this file
 # adds in extra_packages (bench/peers/run.sh: the peer stores and gnuplot).
-packages=(g++ meson ninja-build pkg-config python3 libpmem2-dev libboost-dev googletest
+packages=(g++ meson ninja-build pkg-config cmake python3 libpmem2-dev libboost-dev googletest
           libgtest-dev libgmock-dev libbenchmark-dev ${extra_packages[@]+"${extra_packages[@]}"})
 
 missing_packages() {
