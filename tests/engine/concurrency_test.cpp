@@ -3,9 +3,11 @@
 // style of LevelDB's skiplist test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -168,6 +170,78 @@ TYPED_TEST(ConcurrencyTest, ReadersSeeConsistentSnapshotsWhileWritersRun) {
   }
   std::map<std::uint64_t, int> versions;
   for (auto& rec : log) EXPECT_EQ(++versions[rec.version], 1) << "versions are unique";
+}
+
+// Iterators walk back along the entries' level-0 back links while writers insert keys, delete
+// them and reclamation removes their entries (a pass after every combining pass). Over one
+// snapshot, the keys read backwards from the end, and backwards and forwards from a seek, are
+// exactly the keys read forwards, with the same values.
+TYPED_TEST(ConcurrencyTest, BackwardIterationAgreesWithForwardWhileEntriesComeAndGo) {
+  auto db = open_in<TypeParam>(this->memory_);
+  ASSERT_TRUE(db);
+  auto* engine = engine_of<TypeParam>(db.get());
+  ASSERT_NE(engine, nullptr);
+  engine->TEST_reclaim_every(1);
+  constexpr int kWriters = 2;
+  constexpr int kWrites = 4000;
+  std::atomic<int> writers_left{kWriters};
+  std::atomic<int> failures{0};
+  std::atomic<std::uint64_t> scans{0};
+
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(w) + 7);
+      for (int i = 0; i < kWrites; ++i) {
+        const std::string k = key_name(static_cast<int>(rng() % kKeys));
+        const Status s = rng() % 3 == 0 ? db->Delete(k) : db->Put(k, encode(k, w, i));
+        if (!s.ok()) ++failures;
+      }
+      --writers_left;
+    });
+  }
+  auto reader = [&] {
+    std::mt19937_64 rng(99);
+    while (writers_left.load() > 0 || scans.load() < 4) {
+      const Snapshot* snap = db->GetSnapshot();
+      ReadOptions at;
+      at.snapshot = snap;
+      std::vector<std::pair<std::string, std::string>> forward, backward;
+      auto it = db->NewIterator(at);
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        forward.emplace_back(std::string(it->key()), std::string(it->value()));
+      }
+      for (it->SeekToLast(); it->Valid(); it->Prev()) {
+        backward.emplace_back(std::string(it->key()), std::string(it->value()));
+      }
+      std::reverse(backward.begin(), backward.end());
+      if (backward != forward) ++failures;
+      if (!forward.empty()) {
+        // From a seek to a key of the snapshot: Prev then Next return to it.
+        const std::size_t i = rng() % forward.size();
+        it->Seek(forward[i].first);
+        if (!it->Valid() || it->key() != forward[i].first) ++failures;
+        it->Prev();
+        if (i == 0 ? it->Valid() : (!it->Valid() || it->key() != forward[i - 1].first)) {
+          ++failures;
+        }
+        if (i > 0) {
+          it->Next();
+          if (!it->Valid() || it->key() != forward[i].first) ++failures;
+        }
+      }
+      if (!it->status().ok()) ++failures;
+      it.reset();
+      db->ReleaseSnapshot(snap);
+      ++scans;
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  for (auto& t : threads) t.join();
+  r1.join();
+  r2.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(engine->TEST_check_index(), "");
 }
 
 TYPED_TEST(ConcurrencyTest, ManyMoreThreadsThanSlots) {

@@ -37,6 +37,12 @@ using model_configs = ::testing::Types<
 using concurrency_configs =
     ::testing::Types<on_hardware<hashed, manual>, on_hardware<flit::adjacent, automatic>>;
 
+// The engine behind a DB, for its test hooks.
+template <class Config>
+internal::engine_for<Config>* engine_of(DB* db) {
+  return dynamic_cast<internal::engine_for<Config>*>(db);
+}
+
 // A zeroed, 64-byte aligned memory range standing in for persistent memory.
 class region {
  public:

@@ -78,6 +78,23 @@ std::string key_of(std::uint64_t i) {
 
 int height_for(std::mt19937_64& rng) { return 1 + std::countr_one(rng()) % 12; }
 
+// key_hash takes whole words through the inline instruction and the rest through the bulk
+// function: it must stay the key's CRC-32C seeded with its size, at every length and
+// alignment (a word read at the wrong offset or a dropped tail byte changes it).
+TEST(IndexTest, KeyHashIsTheKeysCrc32cSeededWithItsSize) {
+  std::mt19937_64 rng(11);
+  std::string buffer(80, '\0');
+  for (char& c : buffer) c = static_cast<char>(rng());
+  for (std::size_t offset = 0; offset < 8; ++offset) {
+    for (std::size_t size = 0; size + offset <= 72; ++size) {
+      const std::string_view key(buffer.data() + offset, size);
+      EXPECT_EQ(flintkv::internal::key_hash(key),
+                flintkv::internal::crc32c(~static_cast<std::uint32_t>(size), key.data(), size))
+          << "size " << size << ", offset " << offset;
+    }
+  }
+}
+
 TEST(IndexTest, RandomInsertsAndRemovesKeepFindLookupAndBackLinksRight) {
   test_index index;
   skiplist& list = index.list();

@@ -35,12 +35,6 @@ namespace {
 using namespace flintkv_test;
 using kv_map = std::map<std::string, std::string>;
 
-// The engine behind a DB, for its test hooks.
-template <class Config>
-internal::engine_for<Config>* engine_of(DB* db) {
-  return dynamic_cast<internal::engine_for<Config>*>(db);
-}
-
 template <class Config>
 std::uint64_t last_version() {
   return internal::engine_for<Config>::TEST_last_write_version();

@@ -64,11 +64,14 @@ struct vrec {
   version_ref ref() const { return {version, pnode, value_size, tombstone}; }
 };
 
-// An index entry: a small header, its successors, its key, then its versions' state. A
-// search reads the header, one successor and the key of each entry it passes: for short keys
-// and low entries these share the entry's first cache line, and so does the offset of the
-// key's oldest node, which a writer locating its predecessor needs. The state (read once, on
-// the entry a search stops at) follows the key.
+// An index entry: an eight-byte header, its successors, its key, then its state. A search
+// reads the header, one successor and the key of each entry it passes: for short keys and
+// low entries these are 32 bytes, so they lie in one cache line wherever the allocator put
+// the entry (blocks are 16-byte aligned, and entries of the common size 96 bytes start at
+// 0 or 32 in a line). The state follows: the newest version (what a Get reads), then the
+// offset of the key's oldest node (which a writer locating its predecessor needs) and the
+// level-0 predecessor; for an entry at the start of a line these share the line the search
+// read.
 struct inode {
   // The newest version's sequence lock: odd while the combiner rewrites it.
   std::atomic<std::uint32_t> seq{0};
@@ -77,17 +80,16 @@ struct inode {
   // Unlinked from the index. Written by the combiner; read by the combiner and by readers
   // that reached the entry through the point table (which then search the skiplist instead).
   std::atomic<bool> removed{false};
-  // Invariant (4): written by the combiner only; read by writers that prepare a node to
-  // follow it (a hint, checked again under the lock).
-  std::atomic<std::uint64_t> tail{0};
-  // Invariant (5). In the header: a new key's entry sets its successor's, whose header the
-  // search that located it has just read.
-  std::atomic<inode*> prev_{nullptr};
 
   struct state {
     std::atomic<std::uint64_t> version{0};
     std::atomic<std::uint64_t> pnode{0};
     std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
+    // Invariant (4): written by the combiner only; read by writers that prepare a node to
+    // follow it (a hint, checked again under the lock).
+    std::atomic<std::uint64_t> tail{0};
+    // Invariant (5): a new key's entry sets its own and its successor's.
+    std::atomic<inode*> prev{nullptr};
     std::atomic<vrec*> older{nullptr};   // the chain of older versions, newest first
     std::uint32_t queued = 0;            // combiner only: reclamation references to the entry
   };
@@ -103,11 +105,11 @@ struct inode {
   inode* next_relaxed(int level) const { return links()[level].load(std::memory_order_relaxed); }
 
   std::atomic<vrec*>& older() const { return st().older; }
-  std::uint64_t tail_pnode() const { return tail.load(std::memory_order_relaxed); }
-  void set_tail_pnode(std::uint64_t off) { tail.store(off, std::memory_order_relaxed); }
+  std::uint64_t tail_pnode() const { return st().tail.load(std::memory_order_relaxed); }
+  void set_tail_pnode(std::uint64_t off) { st().tail.store(off, std::memory_order_relaxed); }
   std::uint32_t& queued() { return st().queued; }
-  inode* prev() const { return prev_.load(std::memory_order_acquire); }
-  void set_prev(inode* p) { prev_.store(p, std::memory_order_release); }
+  inode* prev() const { return st().prev.load(std::memory_order_acquire); }
+  void set_prev(inode* p) { st().prev.store(p, std::memory_order_release); }
 
   // The newest version and, if it is above `chain_above`, the chain below it (else
   // nullptr), read consistently. Lock-free for readers. The chain's link may lie on the
@@ -198,7 +200,7 @@ struct inode {
                                      state_offset(height, key_size));
   }
 };
-static_assert(sizeof(inode) == 24);
+static_assert(sizeof(inode) == 8);
 static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
 static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
 
@@ -234,8 +236,18 @@ inline bool same_key(std::string_view a, std::string_view b) {
 }
 
 // The hash of a key for the point table: its CRC-32C (checksum.hpp), seeded with its size.
+// Whole words go through the inline crc32c_word (every put and Get hashes its key, and a
+// 16-byte key is then two instructions); the rest of the bytes through crc32c.
 inline std::uint32_t key_hash(std::string_view key) {
-  return crc32c(~static_cast<std::uint32_t>(key.size()), key.data(), key.size());
+  std::uint32_t crc = ~static_cast<std::uint32_t>(key.size());
+  std::size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, key.data() + i, 8);
+    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+    crc = crc32c_word(crc, w);
+  }
+  return i == key.size() ? crc : crc32c(crc, key.data() + i, key.size() - i);
 }
 
 // Point lookups beside the skiplist: an open-addressed hash table (linear probing) from key

@@ -67,7 +67,10 @@ class engine_iterator final : public Iterator {
     auto pinned = engine_->pin();
     status_ = Status::OK();
     if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
-    settle_forward(index().seek(target));
+    // A target that is a key of the index is its own first entry at or after it: the point
+    // table finds it without a search.
+    inode* n = index().lookup(target);
+    settle_forward(n != nullptr ? n : index().seek(target));
   }
 
   void SeekForPrev(std::string_view target) override {
@@ -89,7 +92,7 @@ class engine_iterator final : public Iterator {
 
   void Prev() override {
     auto pinned = engine_->pin();
-    settle_backward_below(current_->key());
+    settle_backward_from(current_);
   }
 
   std::string_view key() const override { return current_->key(); }
@@ -112,6 +115,26 @@ class engine_iterator final : public Iterator {
       }
     }
     current_ = nullptr;
+  }
+
+  // The last key live at the iterator's version before entry n (which is in the index: the
+  // iterator stands on it), along the level-0 back links. A back link leads to the entry
+  // that preceded its owner when the combiner last wrote it; an entry linked in between
+  // later holds only versions above the iterator's, and an entry removed since held none it
+  // can read (invariant (1)). So the walk passes no key the iterator reads, as long as each
+  // entry it steps from is still in the index; at one that was removed meanwhile it
+  // searches instead.
+  void settle_backward_from(inode* n) {
+    const inode* head = index().head();
+    for (inode* p = n->prev(); p != nullptr; n = p, p = p->prev()) {
+      if (p == head) {
+        current_ = nullptr;
+        return;
+      }
+      if (p->removed.load(std::memory_order_acquire)) break;
+      if (accept_backward(p)) return;
+    }
+    settle_backward_below(n->key());
   }
 
   // The last key live at the iterator's version strictly before `key`.
@@ -149,6 +172,8 @@ class engine_iterator final : public Iterator {
     }
     current_ = n;
     version_ref_ = v;
+    // The next entry, which a Next reads after the caller has read this one's value.
+    if (const inode* next = n->next_relaxed(0); next != nullptr) __builtin_prefetch(next);
   }
 
   const Engine* engine_;
