@@ -1,5 +1,5 @@
 // The checkers on hand-made histories: what they accept and what they reject.
-#include "crash/checkers.hpp"
+#include "crashtest/checkers.hpp"
 
 #include <gtest/gtest.h>
 

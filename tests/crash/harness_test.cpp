@@ -1,7 +1,7 @@
 // The harness itself: recovery that crashes, hangs, throws or is not deterministic is a
 // reported failure of that crash point, never a dead test runner; points are enumerated or
 // sampled as configured; a printed replay reproduces a failure exactly.
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 #include "support.hpp"
 
 namespace structures_test {
