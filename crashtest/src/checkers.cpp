@@ -56,8 +56,10 @@ std::string describe_op(const workload& w, unsigned thread, std::size_t op) {
     }
     s << "]";
   } else if (o.kind == op_kind::enqueue || o.kind == op_kind::dequeue ||
-             o.kind == op_kind::push || o.kind == op_kind::pop) {
-    if (o.value != 0) s << " value " << hex(o.value);  // no key
+             o.kind == op_kind::push || o.kind == op_kind::pop || o.kind >= op_kind::user) {
+    // No key (user kinds: a key only if it has one).
+    if (o.key != 0) s << " key " << o.key;
+    if (o.value != 0) s << " value " << hex(o.value);
   } else {
     s << " key " << o.key;
     if (o.value != 0) s << " value " << hex(o.value);
@@ -565,7 +567,7 @@ class sequence_checker {
   }
 
   // Values whose add completed, in no completed take, not in the state: each one needs a
-  // pending take that may have removed it.
+  // pending take that may have removed it (missing_ lists them if there are enough).
   void missing_values() {
     std::vector<std::uint64_t> missing;
     for (const auto& [v, r] : adds_) {
@@ -584,6 +586,7 @@ class sequence_checker {
       }
       if (missing.size() > 8) s << "\n    (" << missing.size() - 8 << " more)";
       problem(s.str());
+      return;  // lost, not taken: the order rules below for taken values do not apply
     }
     missing_ = std::move(missing);
   }
