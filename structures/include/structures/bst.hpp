@@ -1,5 +1,5 @@
 // bst: Natarajan and Mittal's lock-free external binary search tree (PPoPP 2014) of 64-bit
-// keys and values, durable in any mode of structures/modes.hpp.
+// keys and values, durable in any mode of allocators/modes.hpp.
 //
 //   structures::bst<structures::manual, Policy, Memory> t(memory);
 //   t.insert(7, 70); t.find(7);   // -> 70

@@ -1,5 +1,5 @@
 // harris_list: Harris's lock-free sorted linked list of 64-bit keys and values, durable in
-// any mode of structures/modes.hpp under any counter placement. An example to copy: the
+// any mode of allocators/modes.hpp under any counter placement. An example to copy: the
 // node's link is a flit::persist<node_ref>, every access names its role, and the mode
 // decides which roles are p-instructions.
 //

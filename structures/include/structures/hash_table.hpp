@@ -1,5 +1,5 @@
 // hash_table: a lock-free hash table of 64-bit keys and values whose buckets are Harris
-// lists (the FliT paper's hash table), durable in any mode of structures/modes.hpp. The
+// lists (the FliT paper's hash table), durable in any mode of allocators/modes.hpp. The
 // number of buckets is fixed at creation (a power of two); there is no resizing.
 //
 //   structures::hash_table<structures::traversal, Policy, Memory> t(memory, 1 << 14);

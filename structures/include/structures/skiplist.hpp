@@ -1,5 +1,5 @@
 // skiplist: a lock-free skiplist of 64-bit keys and values (Herlihy and Shavit's lock-free
-// skiplist, after Fraser), durable in any mode of structures/modes.hpp. Nodes are sized to
+// skiplist, after Fraser), durable in any mode of allocators/modes.hpp. Nodes are sized to
 // their height: a node of height h holds exactly h links, so the usual node of height 1 or
 // 2 fits one cache line however tall the tallest node is.
 //

@@ -13,7 +13,7 @@
 //  (1) Keys of the unmarked nodes reachable from the head strictly increase.
 //  (2) A marked node's next never changes again.
 //  (3) A node is retired only by the thread whose CAS unlinked it.
-// Persistence (roles of structures/modes.hpp):
+// Persistence (roles of allocators/modes.hpp):
 //  (1) Whoever writes a node's next (insert, mark, unlink) first p-loads (`dependency`) the
 //      link through which it reached that node, so every node whose next is written is
 //      durably reachable: durable links lead from the head to it, possibly through marked
