@@ -39,8 +39,8 @@
 #include "structures/bst.hpp"
 #include "structures/harris_list.hpp"
 #include "structures/hash_table.hpp"
-#include "structures/modes.hpp"
-#include "structures/pool_memory.hpp"
+#include "allocators/modes.hpp"
+#include "allocators/pool_memory.hpp"
 #include "structures/skiplist.hpp"
 
 namespace hana = boost::hana;
@@ -113,10 +113,10 @@ struct instance_base {
 
 template <class Kind, class Mode, class Policy>
 struct instance : instance_base {
-  using memory = structures::pool_memory<typename Mode::template policy_for<Policy>>;
+  using memory = alloc::pool_memory<typename Mode::template policy_for<Policy>>;
   using structure = typename Kind::template type<Mode, Policy, memory>;
 
-  explicit instance(std::int64_t keys) : region(region_bytes), mem(created(memory::create(region.span()))) {
+  explicit instance(std::int64_t keys) : region(region_bytes), mem(created(memory::create(region.span(), "structures"))) {
     if constexpr (std::is_constructible_v<structure, memory&, std::size_t>) {
       s = std::make_unique<structure>(mem, std::bit_ceil(static_cast<std::size_t>(keys) / 2));
     } else {

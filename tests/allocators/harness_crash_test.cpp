@@ -4,7 +4,7 @@
 // state the history allows, every linked block live and every other block free.
 #include <gtest/gtest.h>
 
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 #include "pool_map.hpp"
 
 namespace {

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "alloc_support.hpp"
-#include "crash/harness.hpp"
+#include "crashtest/harness.hpp"
 
 namespace alloc_test {
 

@@ -1,9 +1,13 @@
 // The checkers on hand-made histories: what they accept and what they reject.
-#include "crash/checkers.hpp"
+#include "crashtest/checkers.hpp"
+
+#include "crashtest/harness.hpp"  // sequence_state
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -51,6 +55,21 @@ class history_builder {
                      std::uint64_t value = 0) {
     return add(t, {k, key, k == op_kind::insert ? (value ? value : 100 + key) : 0}, s,
                {.found = found, .value = value});
+  }
+  // Queues and stacks: add (enqueue / push) `value`; take (dequeue / pop), which returned
+  // `value` (0: found nothing) if completed.
+  std::size_t add_op(unsigned t, op_kind k, std::uint64_t value, op_status s) {
+    return add(t, {k, 0, value}, s);
+  }
+  std::size_t take_op(unsigned t, op_kind k, op_status s, std::uint64_t value = 0) {
+    return add(t, {k}, s, {.found = value != 0, .value = value});
+  }
+  // A recovered queue (front first) or stack (top first).
+  std::vector<std::string> queue(std::vector<std::uint64_t> values) const {
+    return check_queue(w, h, sequence_state(values));
+  }
+  std::vector<std::string> stack(std::vector<std::uint64_t> values) const {
+    return check_stack(w, h, sequence_state(values));
   }
   // Starts an operation now that completes later: returns its slot to finish().
   std::size_t begin(unsigned t, operation o) { return add(t, o, op_status::pending); }
@@ -256,6 +275,195 @@ TEST(MapCheckerTest, ValuesMustComeFromTheLastInsert) {
   EXPECT_TRUE(check(0x12).empty());
   EXPECT_FALSE(check(0x11).empty());
   EXPECT_FALSE(check(0x99).empty());
+}
+
+// ---- queues ------------------------------------------------------------------------------
+
+bool any_contains(const std::vector<std::string>& problems, const std::string& text) {
+  return std::any_of(problems.begin(), problems.end(),
+                     [&](const std::string& p) { return p.find(text) != std::string::npos; });
+}
+
+constexpr auto enq = op_kind::enqueue;
+constexpr auto deq = op_kind::dequeue;
+
+TEST(QueueCheckerTest, AcceptsTheCompletedHistoryInFifoOrder) {
+  history_builder b;
+  b.add_op(0, enq, 0xa1, done);
+  b.add_op(0, enq, 0xa2, done);
+  b.add_op(0, enq, 0xa3, done);
+  b.take_op(0, deq, done, 0xa1);
+  EXPECT_TRUE(b.queue({0xa2, 0xa3}).empty());
+}
+
+TEST(QueueCheckerTest, RejectsALostCompletedEnqueue) {
+  history_builder b;
+  b.add_op(0, enq, 0xa1, done);
+  b.add_op(0, enq, 0xa2, done);
+  auto p = b.queue({0xa1});
+  ASSERT_EQ(p.size(), 1u) << p[0];
+  EXPECT_NE(p[0].find("lost"), std::string::npos) << p[0];
+}
+
+TEST(QueueCheckerTest, RejectsADuplicatedValue) {
+  history_builder b;
+  b.add_op(0, enq, 0xa1, done);
+  b.add_op(0, enq, 0xa2, done);
+  b.take_op(0, deq, done, 0xa1);
+  EXPECT_TRUE(any_contains(b.queue({0xa1, 0xa2}), "returned it")) << "dequeued yet still there";
+  EXPECT_TRUE(any_contains(b.queue({0xa2, 0xa2}), "twice")) << "in the queue twice";
+  history_builder twice;
+  twice.add_op(0, enq, 0xa1, done);
+  twice.take_op(0, deq, done, 0xa1);
+  twice.take_op(0, deq, done, 0xa1);
+  EXPECT_TRUE(any_contains(twice.queue({}), "returned twice"));
+}
+
+TEST(QueueCheckerTest, RejectsInventedValues) {
+  history_builder b;
+  b.add_op(0, enq, 0xa1, done);
+  EXPECT_TRUE(any_contains(b.queue({0xa1, 0xbad}), "no invoked enqueue"));
+  b.take_op(0, deq, done, 0xbee);
+  EXPECT_TRUE(any_contains(b.queue({0xa1}), "no invoked enqueue"));
+}
+
+TEST(QueueCheckerTest, RejectsValuesOutOfFifoOrder) {
+  history_builder b;
+  b.add_op(0, enq, 0xa1, done);
+  b.add_op(0, enq, 0xa2, done);
+  EXPECT_TRUE(any_contains(b.queue({0xa2, 0xa1}), "order"));
+  // A later value gone while an earlier one stays: not FIFO.
+  history_builder c;
+  c.add_op(0, enq, 0xa1, done);
+  c.add_op(0, enq, 0xa2, done);
+  c.take_op(0, deq, done, 0xa2);
+  EXPECT_TRUE(any_contains(c.queue({0xa1}), "order"));
+}
+
+TEST(QueueCheckerTest, ConcurrentEnqueuesMayBeOrderedEitherWay) {
+  history_builder b(2);
+  std::size_t x = b.begin(0, {enq, 0, 0xa1});
+  std::size_t y = b.begin(1, {enq, 0, 0xb1});
+  b.finish(0, x, {});
+  b.finish(1, y, {});
+  EXPECT_TRUE(b.queue({0xa1, 0xb1}).empty());
+  EXPECT_TRUE(b.queue({0xb1, 0xa1}).empty());
+}
+
+TEST(QueueCheckerTest, PendingOperationsEitherWay) {
+  history_builder b(2);
+  b.add_op(0, enq, 0xa1, done);
+  b.add_op(0, enq, 0xa2, done);
+  b.add_op(0, enq, 0xa3, pending);
+  b.take_op(1, deq, pending);
+  EXPECT_TRUE(b.queue({0xa1, 0xa2}).empty()) << "neither took effect";
+  EXPECT_TRUE(b.queue({0xa1, 0xa2, 0xa3}).empty()) << "the enqueue took effect";
+  EXPECT_TRUE(b.queue({0xa2, 0xa3}).empty()) << "both took effect";
+  EXPECT_TRUE(b.queue({0xa2}).empty()) << "the dequeue took effect";
+  EXPECT_FALSE(b.queue({0xa1}).empty()) << "one pending dequeue takes one value, the front";
+  EXPECT_FALSE(b.queue({0xa3}).empty()) << "two values gone, one pending dequeue";
+}
+
+TEST(QueueCheckerTest, ADequeuedPendingEnqueueTookEffect) {
+  history_builder b(2);
+  b.add_op(0, enq, 0xa1, pending);
+  b.take_op(1, deq, done, 0xa1);
+  EXPECT_TRUE(b.queue({}).empty());
+  EXPECT_FALSE(b.queue({0xa1}).empty());
+}
+
+TEST(QueueCheckerTest, MessagesUseTheSubjectsNames) {
+  history_builder b;
+  b.w.names.set(enq, "offer");
+  b.add_op(0, enq, 0xa1, done);
+  auto p = b.queue({});
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("(offer value 0xa1)"), std::string::npos) << p[0];
+  EXPECT_EQ(p[0].find("enqueue"), std::string::npos) << p[0];
+}
+
+// ---- stacks ------------------------------------------------------------------------------
+
+constexpr auto push = op_kind::push;
+constexpr auto pop = op_kind::pop;
+
+TEST(StackCheckerTest, AcceptsTheCompletedHistoryInLifoOrder) {
+  history_builder b;
+  b.add_op(0, push, 0xa1, done);
+  b.add_op(0, push, 0xa2, done);
+  b.add_op(0, push, 0xa3, done);
+  b.take_op(0, pop, done, 0xa3);
+  EXPECT_TRUE(b.stack({0xa2, 0xa1}).empty());
+}
+
+TEST(StackCheckerTest, RejectsALostCompletedPush) {
+  history_builder b;
+  b.add_op(0, push, 0xa1, done);
+  b.add_op(0, push, 0xa2, done);
+  EXPECT_TRUE(any_contains(b.stack({0xa2}), "lost"));
+  EXPECT_TRUE(any_contains(b.stack({0xa1}), "lost"));
+}
+
+TEST(StackCheckerTest, RejectsADuplicatedValue) {
+  history_builder b;
+  b.add_op(0, push, 0xa1, done);
+  b.add_op(0, push, 0xa2, done);
+  b.take_op(0, pop, done, 0xa2);
+  EXPECT_TRUE(any_contains(b.stack({0xa2, 0xa1}), "returned it"));
+  EXPECT_TRUE(any_contains(b.stack({0xa1, 0xa1}), "twice"));
+}
+
+TEST(StackCheckerTest, RejectsValuesOutOfLifoOrder) {
+  history_builder b;
+  b.add_op(0, push, 0xa1, done);
+  b.add_op(0, push, 0xa2, done);
+  EXPECT_TRUE(b.stack({0xa2, 0xa1}).empty());
+  EXPECT_TRUE(any_contains(b.stack({0xa1, 0xa2}), "order")) << "the older value on top";
+  // A pop returned a value below one still there.
+  history_builder c;
+  c.add_op(0, push, 0xa1, done);
+  c.add_op(0, push, 0xa2, done);
+  c.take_op(0, pop, done, 0xa1);
+  EXPECT_TRUE(any_contains(c.stack({0xa2}), "order"));
+}
+
+TEST(StackCheckerTest, PendingOperationsEitherWay) {
+  history_builder b(2);
+  b.add_op(0, push, 0xa1, done);
+  b.add_op(0, push, 0xa2, done);
+  b.add_op(0, push, 0xa3, pending);
+  b.take_op(1, pop, pending);
+  EXPECT_TRUE(b.stack({0xa2, 0xa1}).empty()) << "neither took effect";
+  EXPECT_TRUE(b.stack({0xa3, 0xa2, 0xa1}).empty()) << "the push took effect";
+  EXPECT_TRUE(b.stack({0xa1}).empty()) << "the pop took the top";
+  EXPECT_TRUE(b.stack({0xa2, 0xa1}).empty()) << "push then pop";
+  EXPECT_FALSE(b.stack({0xa2}).empty()) << "the pop took a value from below the top";
+  EXPECT_FALSE(b.stack({0xa3}).empty()) << "two values gone, one pending pop";
+}
+
+TEST(WorkloadTest, QueueAndStackWorkloadsAddUniqueValuesAndTakeWithoutKeys) {
+  workload_config c{.writer_threads = 2, .reader_threads = 1, .ops_per_writer = 40,
+                    .ops_per_reader = 10, .put_percent = 60};
+  for (auto [family, add, take] : {std::tuple{workload_family::queue, enq, deq},
+                                   std::tuple{workload_family::stack, push, pop}}) {
+    workload w = make_workload(c, family, 3);
+    std::vector<std::uint64_t> values;
+    std::size_t takes = 0;
+    for (unsigned t = 0; t < 3; ++t) {
+      for (const operation& o : w.threads[t]) {
+        ASSERT_TRUE(o.kind == add || o.kind == take);
+        EXPECT_EQ(o.key, 0u);
+        if (t == 2) EXPECT_EQ(o.kind, take) << "readers only take";
+        if (o.kind == add) values.push_back(o.value);
+        takes += o.kind == take;
+      }
+    }
+    std::sort(values.begin(), values.end());
+    EXPECT_EQ(std::adjacent_find(values.begin(), values.end()), values.end());
+    EXPECT_EQ(std::count(values.begin(), values.end(), 0u), 0);
+    EXPECT_GT(values.size(), 20u);
+    EXPECT_GT(takes, 10u);
+  }
 }
 
 TEST(WorkloadTest, SameSeedSameWorkloadAndUniqueValues) {

@@ -1,7 +1,7 @@
 // The harness itself: recovery that crashes, hangs, throws or is not deterministic is a
 // reported failure of that crash point, never a dead test runner; points are enumerated or
 // sampled as configured; a printed replay reproduces a failure exactly.
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "subjects/node_area.hpp"
 #include "subjects/test_kv.hpp"
+#include "subjects/test_sequence.hpp"
 #include "subjects/test_set.hpp"
 #include "support/policies.hpp"
 
@@ -201,6 +203,138 @@ TEST(HarnessTest, BadEnvironmentIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("CRASH_REPLAY=12:sometimes:3"), std::string::npos)
         << e.what();
   }
+}
+
+// ---- the region ----------------------------------------------------------------------------
+
+// 2500 pushes of 64-byte nodes: more than the 128 KiB the harness starts from.
+campaign_config big_stack(std::size_t region_bytes) {
+  campaign_config c;
+  c.subject = "test_stack";
+  c.config = "2500 pushes";
+  c.work = {.writer_threads = 1, .ops_per_writer = 2500, .put_percent = 100};
+  c.points = 3;
+  c.random_images = 0;
+  c.region_bytes = region_bytes;
+  return c;
+}
+using stack = subjects::test_sequence<policy, subjects::seq_kind::stack>;
+
+TEST(HarnessRegionTest, TheHarnessChoosesARegionTheWorkloadFits) {
+  auto r = run_stack_campaign<stack>(big_stack(0));
+  EXPECT_EQ(r.failed, 0u) << r.summary;
+  EXPECT_EQ(r.points, 3u);
+  EXPECT_GT(r.region_bytes, default_region_bytes);
+  EXPECT_GE(r.region_bytes, 2500 * pv::cache_line);
+}
+
+TEST(HarnessRegionTest, ARegionSetTooSmallNamesTheSizeThatWorks) {
+  auto r = run_stack_campaign<stack>(big_stack(default_region_bytes));
+  ASSERT_EQ(r.failed, 1u) << r.summary;
+  EXPECT_EQ(r.points, 0u);
+  const std::string& p = r.failures[0].problems[0];
+  EXPECT_NE(p.find("ran out of room in the region of 131072 bytes"), std::string::npos) << p;
+  EXPECT_NE(p.find("set region_bytes to at least 262144"), std::string::npos) << p;
+}
+
+// ---- a campaign of one's own ---------------------------------------------------------------
+
+// A persistent counter with operations of its own kinds: "increment" and "read". Broken:
+// the increment is a v-store, so a completed increment can be lost.
+template <bool Broken>
+class counter {
+ public:
+  static constexpr op_kind increment = user_kind(0);
+  static constexpr op_kind read = user_kind(1);
+
+  counter(pv::model& m, start how) : word_(reinterpret_cast<subjects::line_word<policy>*>(m.base())) {
+    if (how == start::fresh) {
+      new (word_) subjects::line_word<policy>();
+    } else {
+      word_->w.reset_metadata();
+    }
+    policy::operation_completion();
+  }
+  void add_one() {
+    std::uint64_t v = word_->w.load(flit::volatile_) + 1;
+    if constexpr (Broken) {
+      word_->w.store(v, flit::volatile_);
+    } else {
+      word_->w.store(v);
+    }
+    policy::operation_completion();
+  }
+  std::uint64_t value() const { return word_->w.load(); }
+
+ private:
+  subjects::line_word<policy>* word_;
+};
+
+// Workloads: each writer increments, each reader reads; named in the workload.
+workload counter_workload(const workload_config& c, std::uint64_t) {
+  workload w;
+  w.names.set(user_kind(0), "increment");
+  w.names.set(user_kind(1), "read");
+  w.threads.resize(c.threads());
+  for (unsigned t = 0; t < c.threads(); ++t) {
+    w.threads[t].assign(c.ops_of(t), operation{t < c.writer_threads ? user_kind(0) : user_kind(1)});
+  }
+  return w;
+}
+
+// The count survives with every completed increment and at most the pending ones.
+std::vector<std::string> check_counter(const workload& w, const history& h,
+                                       const std::vector<kv_entry>& state) {
+  std::uint64_t completed = 0, invoked = 0;
+  std::string last_completed;
+  for (unsigned t = 0; t < w.threads.size(); ++t) {
+    for (std::size_t i = 0; i < w.threads[t].size(); ++i) {
+      if (w.threads[t][i].kind != user_kind(0)) continue;
+      if (h.threads[t][i].status != op_status::not_invoked) ++invoked;
+      if (h.threads[t][i].status == op_status::completed) {
+        ++completed;
+        last_completed = describe_op(w, t, i);
+      }
+    }
+  }
+  std::uint64_t count = state.at(0).value;
+  if (count < completed || count > invoked) {
+    return {"the count is " + std::to_string(count) + ", not between " +
+            std::to_string(completed) + " completed increments (the last " + last_completed +
+            ") and " + std::to_string(invoked) + " invoked"};
+  }
+  return {};
+}
+
+template <bool Broken>
+campaign_result run_counter_campaign() {
+  campaign_config c;
+  c.subject = "counter";
+  c.config = Broken ? "v-store (broken)" : "p-store";
+  c.work = {.writer_threads = 1, .ops_per_writer = 30};
+  c.points = 1000;  // every event
+  c.stop_after_failures = 1;
+  auto perform = [](counter<Broken>& s, const operation& o, const workload&, op_outcome& out) {
+    if (o.kind == counter<Broken>::increment) s.add_one();
+    if (o.kind == counter<Broken>::read) out.value = s.value();
+  };
+  auto read_state = [](const counter<Broken>& s) {
+    return std::vector<kv_entry>{{0, s.value(), 0}};
+  };
+  return run_campaign<counter<Broken>>(c, {counter_workload, check_counter}, perform,
+                                       read_state);
+}
+
+TEST(HarnessCustomCampaignTest, OperationsRecoveryAndCheckerOfOnesOwn) {
+  auto r = run_counter_campaign<false>();
+  EXPECT_EQ(r.failed, 0u) << r.summary;
+  EXPECT_EQ(r.points, r.events + 1);
+}
+
+TEST(HarnessCustomCampaignTest, ItsCheckerCatchesALostIncrementAndNamesIt) {
+  auto r = run_counter_campaign<true>();
+  ASSERT_GT(r.failed, 0u) << r.summary;
+  EXPECT_TRUE(r.any_problem_contains("(increment)")) << r.failures[0].problems[0];
 }
 
 }  // namespace

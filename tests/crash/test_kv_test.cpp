@@ -3,7 +3,7 @@
 // broken variants is caught.
 #include <gtest/gtest.h>
 
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 #include "subjects/test_kv.hpp"
 #include "support/policies.hpp"
 

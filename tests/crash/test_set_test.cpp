@@ -2,7 +2,7 @@
 // multi-threaded; a node linked before its contents are written back is caught.
 #include <gtest/gtest.h>
 
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 #include "subjects/test_set.hpp"
 #include "support/policies.hpp"
 

@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 #include "engine_support.hpp"
 #include "support/policies.hpp"
 

@@ -3,7 +3,7 @@
 // instantiates the suite for every persistent mode under every persistent counter placement
 // (support.hpp, persistent_configs): the structures' crash matrix.
 //
-// The structure lives in a pool laid over the pv model's region (structures::pool_memory):
+// The structure lives in a pool laid over the pv model's region (alloc::pool_memory):
 // start::fresh creates the pool and the structure and records its root; start::recover
 // opens the pool, runs the structure's recovery (which reports the live nodes to the
 // allocator), and rebuilds the allocator's free space.
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "crash/harness.hpp"
+#include "crashtest/gtest.hpp"
 #include "support.hpp"
 
 namespace structures_test {
@@ -34,11 +34,11 @@ class subject {
   subject(pv::model& m, crashtest::start how) {
     const std::span<std::byte> region(m.base(), m.size());
     if (how == crashtest::start::fresh) {
-      memory_.emplace(unwrap(memory::create(region)));
+      memory_.emplace(unwrap(memory::create(region, pool_label)));
       s_ = create<S>(*memory_, 4);  // few buckets: chains of several keys
       memory_->set_root(s_->root());
     } else {
-      memory_.emplace(unwrap(memory::open(region)));
+      memory_.emplace(unwrap(memory::open(region, pool_label)));
       s_ = recover<S>(*memory_, memory_->root(), memory_->live_marker());
       memory_->finish_recovery();
     }

@@ -48,7 +48,7 @@ void completed_insert_on_top_of_two_in_flight_survives(Fixture& f) {
   using S = typename Fixture::S;
   using memory = typename Fixture::memory;
   const std::span<std::byte> region(f.model_.base(), f.model_.size());
-  std::optional<memory> mem(unwrap(memory::create(region)));
+  std::optional<memory> mem(unwrap(memory::create(region, pool_label)));
   auto s = create<S>(*mem);
   mem->set_root(s->root());
   std::atomic<std::uint64_t>* head = f.head_word(*s);
@@ -93,7 +93,7 @@ void completed_insert_on_top_of_two_in_flight_survives(Fixture& f) {
   mem.reset();
 
   f.model_.load_image(image);
-  mem.emplace(unwrap(memory::open(region)));
+  mem.emplace(unwrap(memory::open(region, pool_label)));
   auto r = recover<S>(*mem, mem->root(), mem->live_marker());
   mem->finish_recovery();
   EXPECT_EQ(r->find(25), std::optional<std::uint64_t>(250)) << "a completed insert was lost";

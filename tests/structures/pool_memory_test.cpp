@@ -1,4 +1,4 @@
-// structures::pool_memory: a structure in a pool file survives closing and reopening (the
+// alloc::pool_memory: a structure in a pool file survives closing and reopening (the
 // example of docs/structures.md), node blocks are aligned as node_memory promises, and a
 // pool made by another build layout is refused with a message that names it.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@ namespace structures_test {
 namespace {
 
 using file_policy = flit::policy<flit::adjacent, alloc::pool_backend>;
-using file_memory = structures::pool_memory<file_policy>;
+using file_memory = alloc::pool_memory<file_policy>;
 
 class PoolMemoryTest : public ::testing::Test {
  protected:
@@ -27,14 +27,14 @@ class PoolMemoryTest : public ::testing::Test {
 TEST_F(PoolMemoryTest, SkiplistInAPoolFileIsFoundAgainAfterReopening) {
   using map = structures::skiplist<structures::manual, file_policy, file_memory>;
   {
-    auto mem = file_memory::create(path_, 8 << 20);
+    auto mem = file_memory::create(path_, 8 << 20, pool_label);
     ASSERT_TRUE(mem) << mem.error().to_string();
     map m(*mem);
     mem->set_root(m.root());
     for (std::uint64_t k = 0; k < 1000; ++k) ASSERT_TRUE(m.insert(k, k * 10));
     for (std::uint64_t k = 0; k < 1000; k += 3) ASSERT_TRUE(m.remove(k));
   }
-  auto again = file_memory::open(path_);
+  auto again = file_memory::open(path_, pool_label);
   ASSERT_TRUE(again) << again.error().to_string();
   std::size_t live = 0;
   auto mark = again->live_marker();
@@ -52,7 +52,7 @@ TEST_F(PoolMemoryTest, SkiplistInAPoolFileIsFoundAgainAfterReopening) {
 }
 
 TEST_F(PoolMemoryTest, SmallBlocksAreAlignedToTheirSize) {
-  auto mem = file_memory::create(path_, 8 << 20);
+  auto mem = file_memory::create(path_, 8 << 20, pool_label);
   ASSERT_TRUE(mem) << mem.error().to_string();
   for (std::size_t bytes : {8u, 16u, 24u, 32u, 40u, 48u, 56u, 64u, 72u, 200u}) {
     for (int i = 0; i < 50; ++i) {
@@ -68,10 +68,10 @@ TEST_F(PoolMemoryTest, SmallBlocksAreAlignedToTheirSize) {
 
 TEST_F(PoolMemoryTest, PoolOfAnotherBuildLayoutIsRefused) {
   {
-    auto mem = structures::pool_memory<flit::policy<flit::hashed<4096>, alloc::pool_backend>>::create(path_, 1 << 20);
+    auto mem = alloc::pool_memory<flit::policy<flit::hashed<4096>, alloc::pool_backend>>::create(path_, 1 << 20, pool_label);
     ASSERT_TRUE(mem) << mem.error().to_string();
   }
-  auto other = file_memory::open(path_);  // adjacent words are twice as large
+  auto other = file_memory::open(path_, pool_label);  // adjacent words are twice as large
   ASSERT_FALSE(other);
   EXPECT_EQ(other.code(), alloc::errc::invalid_argument);
   EXPECT_NE(other.error().message().find(path_.string()), std::string::npos) << other.error().message();

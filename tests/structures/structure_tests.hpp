@@ -37,7 +37,7 @@ class ModelTest : public ::testing::Test {
 
   void SetUp() override {
     on_.emplace(model_);
-    memory_.emplace(unwrap(memory::create(region())));
+    memory_.emplace(unwrap(memory::create(region(), pool_label)));
   }
   std::span<std::byte> region() { return {model_.base(), model_.size()}; }
 
@@ -127,7 +127,7 @@ TYPED_TEST_P(ModelTest, RecoversTheSameContentsAfterACleanShutdown) {
   this->memory_.reset();
   this->model_.persist_all();
   this->model_.load_image(this->model_.crash(pv::writeback::none));
-  this->memory_.emplace(unwrap(TestFixture::memory::open(this->region())));
+  this->memory_.emplace(unwrap(TestFixture::memory::open(this->region(), pool_label)));
   std::size_t live = 0;
   auto mark = this->memory_->live_marker();
   auto r = recover<S>(*this->memory_, this->memory_->root(), [&](std::uint64_t offset, std::size_t bytes) {
@@ -155,7 +155,7 @@ class StressTest : public ::testing::Test {
   using memory = typename Config::memory;
   static constexpr std::size_t region_bytes = 64 << 20;
 
-  void SetUp() override { memory_.emplace(unwrap(memory::create({region_.get(), region_bytes}))); }
+  void SetUp() override { memory_.emplace(unwrap(memory::create({region_.get(), region_bytes}, pool_label))); }
 
   struct aligned_delete {
     void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
@@ -226,7 +226,7 @@ TYPED_TEST_P(StressTest, InsertIntoAFullPoolThrowsAndChangesNothing) {
   using S = typename TestFixture::S;
   this->memory_.reset();
   // A pool of a few 64 KiB chunks (one per node size class in use), soon full.
-  this->memory_.emplace(unwrap(TestFixture::memory::create({this->region_.get(), 320 << 10})));
+  this->memory_.emplace(unwrap(TestFixture::memory::create({this->region_.get(), 320 << 10}, pool_label)));
   auto s = create<S>(*this->memory_, 16);
   // Distinct keys: for the list in decreasing order (each insert at the front, so the test
   // is not quadratic), for the others in no particular order (an odd multiplier permutes

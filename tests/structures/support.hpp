@@ -16,17 +16,20 @@
 #include "structures/bst.hpp"
 #include "structures/harris_list.hpp"
 #include "structures/hash_table.hpp"
-#include "structures/memory.hpp"
-#include "structures/modes.hpp"
-#include "structures/pool_memory.hpp"
+#include "allocators/node_memory.hpp"
+#include "allocators/modes.hpp"
+#include "allocators/pool_memory.hpp"
 #include "structures/skiplist.hpp"
 #include "support/policies.hpp"
 
 namespace structures_test {
 
+// The layout name of the pools the structure tests make.
+inline constexpr std::string_view pool_label = "structures";
+
 // The memory a configuration's nodes live in: a pool over a memory range.
 template <class Policy>
-using memory_for = structures::pool_memory<Policy>;
+using memory_for = alloc::pool_memory<Policy>;
 
 // A pool over `region`; fails the test (by exception) if the pool cannot be made or opened.
 template <class Memory>

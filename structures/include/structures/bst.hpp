@@ -1,5 +1,5 @@
 // bst: Natarajan and Mittal's lock-free external binary search tree (PPoPP 2014) of 64-bit
-// keys and values, durable in any mode of structures/modes.hpp.
+// keys and values, durable in any mode of allocators/modes.hpp.
 //
 //   structures::bst<structures::manual, Policy, Memory> t(memory);
 //   t.insert(7, 70); t.find(7);   // -> 70
@@ -50,8 +50,8 @@
 
 #include "flit/persist.hpp"
 #include "structures/internal/nodes.hpp"
-#include "structures/memory.hpp"
-#include "structures/modes.hpp"
+#include "allocators/node_memory.hpp"
+#include "allocators/modes.hpp"
 
 namespace structures {
 
@@ -67,7 +67,7 @@ class bst {
   // Throws out_of_space if the region is full.
   explicit bst(Memory& memory) : memory_(memory) {
     auto make = [&](std::uint64_t key, node_ref left, node_ref right) {
-      auto [ref, n] = detail::create_node<node>(memory_, sizeof(node));
+      auto [ref, n] = alloc::create_node<node>(memory_, sizeof(node));
       init_node(n, key, 0, left, right);
       policy::flush_range(n, sizeof(node));
       return ref;
@@ -112,21 +112,21 @@ class bst {
         return false;
       }
       if (leaf == nullptr) {
-        std::tie(leaf_ref, leaf) = detail::create_node<node>(memory_, sizeof(node));
+        std::tie(leaf_ref, leaf) = alloc::create_node<node>(memory_, sizeof(node));
         try {
-          std::tie(internal_ref, internal) = detail::create_node<node>(memory_, sizeof(node));
+          std::tie(internal_ref, internal) = alloc::create_node<node>(memory_, sizeof(node));
         } catch (const out_of_space&) {
           memory_.deallocate(leaf_ref.offset(), sizeof(node));
           throw;
         }
         init_node(leaf, key, value, {}, {});
-        detail::finish_init<Mode, policy>(leaf, sizeof(node));
+        alloc::finish_init<Mode, policy>(leaf, sizeof(node));
       }
       // The new internal node routes between the new leaf and the one it replaces.
       const bool new_left = key < s.leaf->kv.key;
       init_node(internal, new_left ? s.leaf->kv.key : key, 0, new_left ? leaf_ref : s.leaf_ref,
                 new_left ? s.leaf_ref : leaf_ref);
-      detail::finish_init<Mode, policy>(internal, sizeof(node));
+      alloc::finish_init<Mode, policy>(internal, sizeof(node));
       if (s.into_parent != nullptr) persist_read<Mode, role::dependency>(*s.into_parent);
       node_ref expected = s.leaf_ref;
       if (s.parent_field->compare_exchange(expected, internal_ref, with<role::publish>)) return true;
@@ -266,7 +266,7 @@ class bst {
     s_node_ = at(root_node_->child[0].load(flit::volatile_, flit::private_));
   }
 
-  node* at(node_ref r) const noexcept { return detail::node_at<node>(memory_, r); }
+  node* at(node_ref r) const noexcept { return alloc::node_at<node>(memory_, r); }
   static int dir(std::uint64_t key, const node* n) noexcept { return key < n->kv.key ? 0 : 1; }
 
   void init_node(node* n, std::uint64_t key, std::uint64_t value, node_ref left, node_ref right) {
@@ -353,7 +353,7 @@ class bst {
       if (sibling_field->compare_exchange(sibling, sibling.with_tag(), with<role::freeze>)) break;
     }
     if (s.into_ancestor != nullptr) persist_read<Mode, role::dependency>(*s.into_ancestor);
-    node_ref expected = detail::ref_of(memory_, s.successor);
+    node_ref expected = alloc::ref_of(memory_, s.successor);
     if (!successor_field->compare_exchange(expected, sibling.without_tag(), with<role::unlink>)) return false;
     retire_removed(key, s, sibling_field);
     return true;
@@ -364,7 +364,7 @@ class bst {
   void retire_removed(std::uint64_t key, const seek_record& s, const link* kept) {
     for (node* n = s.successor;;) {
       const int d = dir(key, n);
-      memory_.retire(detail::ref_of(memory_, n).offset(), sizeof(node));
+      memory_.retire(alloc::ref_of(memory_, n).offset(), sizeof(node));
       if (n == s.parent) {
         const link* removed = kept == &n->child[d] ? &n->child[1 - d] : &n->child[d];
         memory_.retire(removed->load(flit::volatile_).offset(), sizeof(node));
@@ -423,7 +423,7 @@ class bst {
     while (!nodes.empty()) {
       const node* n = nodes.back();
       nodes.pop_back();
-      live(detail::ref_of(memory_, n).offset(), sizeof(node));
+      live(alloc::ref_of(memory_, n).offset(), sizeof(node));
       for (const link& child : n->child) {
         node_ref c = child.load(flit::volatile_, flit::private_);
         if (!c.null()) nodes.push_back(at(c));

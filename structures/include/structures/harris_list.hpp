@@ -1,5 +1,5 @@
 // harris_list: Harris's lock-free sorted linked list of 64-bit keys and values, durable in
-// any mode of structures/modes.hpp under any counter placement. An example to copy: the
+// any mode of allocators/modes.hpp under any counter placement. An example to copy: the
 // node's link is a flit::persist<node_ref>, every access names its role, and the mode
 // decides which roles are p-instructions.
 //
@@ -32,8 +32,8 @@
 #include "flit/persist.hpp"
 #include "structures/internal/harris_chain.hpp"
 #include "structures/internal/nodes.hpp"
-#include "structures/memory.hpp"
-#include "structures/modes.hpp"
+#include "allocators/node_memory.hpp"
+#include "allocators/modes.hpp"
 
 namespace structures {
 
@@ -46,7 +46,7 @@ class harris_list {
 
   // An empty list in memory's region. Throws out_of_space if the region is full.
   explicit harris_list(Memory& memory) : memory_(memory), chain_(memory) {
-    auto [ref, block] = detail::create_node<root_block>(memory_, sizeof(root_block));
+    auto [ref, block] = alloc::create_node<root_block>(memory_, sizeof(root_block));
     block->head.store(node_ref{}, flit::volatile_, flit::private_);
     policy::flush_range(block, sizeof(root_block));
     policy::operation_completion();
@@ -110,7 +110,7 @@ class harris_list {
       : memory_(memory),
         chain_(memory),
         root_(root),
-        block_(detail::node_at<root_block>(memory, node_ref::at(root))) {}
+        block_(alloc::node_at<root_block>(memory, node_ref::at(root))) {}
 
   Memory& memory_;
   chain chain_;

@@ -1,5 +1,5 @@
 // hash_table: a lock-free hash table of 64-bit keys and values whose buckets are Harris
-// lists (the FliT paper's hash table), durable in any mode of structures/modes.hpp. The
+// lists (the FliT paper's hash table), durable in any mode of allocators/modes.hpp. The
 // number of buckets is fixed at creation (a power of two); there is no resizing.
 //
 //   structures::hash_table<structures::traversal, Policy, Memory> t(memory, 1 << 14);
@@ -31,8 +31,8 @@
 #include "flit/persist.hpp"
 #include "structures/internal/harris_chain.hpp"
 #include "structures/internal/nodes.hpp"
-#include "structures/memory.hpp"
-#include "structures/modes.hpp"
+#include "allocators/node_memory.hpp"
+#include "allocators/modes.hpp"
 
 namespace structures {
 
@@ -51,7 +51,7 @@ class hash_table {
                                   " is not a power of two");
     }
     const std::size_t bytes = block_bytes(buckets);
-    auto [ref, block] = detail::create_node<root_block>(memory_, bytes);
+    auto [ref, block] = alloc::create_node<root_block>(memory_, bytes);
     const std::uint64_t count = buckets;
     policy::write_range(&block->bucket_count, &count, sizeof count, flit::volatile_);
     for (std::size_t i = 0; i < buckets; ++i) {
@@ -143,7 +143,7 @@ class hash_table {
 
   void attach(std::uint64_t root) {
     root_ = root;
-    auto* block = detail::node_at<root_block>(memory_, node_ref::at(root));
+    auto* block = alloc::node_at<root_block>(memory_, node_ref::at(root));
     buckets_ = static_cast<std::size_t>(block->bucket_count);
     shift_ = 64 - std::countr_zero(buckets_);
     heads_ = block->heads();

@@ -1,5 +1,5 @@
 // skiplist: a lock-free skiplist of 64-bit keys and values (Herlihy and Shavit's lock-free
-// skiplist, after Fraser), durable in any mode of structures/modes.hpp. Nodes are sized to
+// skiplist, after Fraser), durable in any mode of allocators/modes.hpp. Nodes are sized to
 // their height: a node of height h holds exactly h links, so the usual node of height 1 or
 // 2 fits one cache line however tall the tallest node is.
 //
@@ -49,8 +49,8 @@
 
 #include "flit/persist.hpp"
 #include "structures/internal/nodes.hpp"
-#include "structures/memory.hpp"
-#include "structures/modes.hpp"
+#include "allocators/node_memory.hpp"
+#include "allocators/modes.hpp"
 
 namespace structures {
 
@@ -64,7 +64,7 @@ class skiplist {
 
   // An empty skiplist (its head node) in memory's region. Throws out_of_space if full.
   explicit skiplist(Memory& memory) : memory_(memory) {
-    auto [ref, head] = detail::create_node<node>(memory_, node_bytes(max_height));
+    auto [ref, head] = alloc::create_node<node>(memory_, node_bytes(max_height));
     init_node(head, 0, 0, max_height);
     for (int l = 0; l < max_height; ++l) head->next()[l].store(node_ref{}, flit::volatile_, flit::private_);
     policy::flush_range(head, node_bytes(max_height));
@@ -95,10 +95,10 @@ class skiplist {
         return false;
       }
       if (x == nullptr) {
-        std::tie(fresh, x) = detail::create_node<node>(memory_, node_bytes(height));
+        std::tie(fresh, x) = alloc::create_node<node>(memory_, node_bytes(height));
         init_node(x, key, value, height);
         for (int l = 0; l < height; ++l) x->next()[l].store(r.succs[l], flit::volatile_, flit::private_);
-        detail::finish_init<Mode, policy>(x, persisted_bytes(height));
+        alloc::finish_init<Mode, policy>(x, persisted_bytes(height));
       } else {
         x->next()[0].store(r.succs[0], with<role::init>, flit::private_);
         for (int l = 1; l < height; ++l) x->next()[l].store(r.succs[l], with<role::index>, flit::private_);
@@ -288,12 +288,12 @@ class skiplist {
   };
 
   skiplist(Memory& memory, std::uint64_t root, auto& live)
-      : memory_(memory), root_(root), head_(detail::node_at<node>(memory, node_ref::at(root))) {
+      : memory_(memory), root_(root), head_(alloc::node_at<node>(memory, node_ref::at(root))) {
     rebuild(live);
   }
 
-  node* at(node_ref r) const noexcept { return detail::node_at<node>(memory_, r); }
-  node_ref node_ref_of(const node* n) const noexcept { return detail::ref_of(memory_, n); }
+  node* at(node_ref r) const noexcept { return alloc::node_at<node>(memory_, r); }
+  node_ref node_ref_of(const node* n) const noexcept { return alloc::ref_of(memory_, n); }
 
   void init_node(node* n, std::uint64_t key, std::uint64_t value, int height) {
     detail::write_payload<policy>(n->kv, key, value);

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "crash/harness.hpp"
+#include "crashtest/harness.hpp"
 #include "flit/flit.hpp"
 
 namespace crashtest::subjects {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "crash/harness.hpp"
+#include "crashtest/harness.hpp"
 #include "flit/flit.hpp"
 #include "subjects/node_area.hpp"
 

@@ -13,7 +13,7 @@
 //  (1) Keys of the unmarked nodes reachable from the head strictly increase.
 //  (2) A marked node's next never changes again.
 //  (3) A node is retired only by the thread whose CAS unlinked it.
-// Persistence (roles of structures/modes.hpp):
+// Persistence (roles of allocators/modes.hpp):
 //  (1) Whoever writes a node's next (insert, mark, unlink) first p-loads (`dependency`) the
 //      link through which it reached that node, so every node whose next is written is
 //      durably reachable: durable links lead from the head to it, possibly through marked
@@ -36,8 +36,8 @@
 
 #include "flit/persist.hpp"
 #include "structures/internal/nodes.hpp"
-#include "structures/memory.hpp"
-#include "structures/modes.hpp"
+#include "allocators/node_memory.hpp"
+#include "allocators/modes.hpp"
 
 namespace structures::detail {
 
@@ -66,10 +66,10 @@ class harris_chain {
         return false;
       }
       if (fresh_node == nullptr) {
-        std::tie(fresh, fresh_node) = create_node<node>(memory_, node_bytes);
+        std::tie(fresh, fresh_node) = alloc::create_node<node>(memory_, node_bytes);
         write_payload<Policy>(fresh_node->kv, key, value);
         fresh_node->next.store(w.right, flit::volatile_, flit::private_);
-        finish_init<Mode, Policy>(fresh_node, node_bytes);
+        alloc::finish_init<Mode, Policy>(fresh_node, node_bytes);
       } else {
         fresh_node->next.store(w.right, with<role::init>, flit::private_);
       }
@@ -141,7 +141,8 @@ class harris_chain {
   }
 
   // After a crash: clears flit metadata, unlinks marked nodes (persisted), and calls
-  // live(offset, bytes) for every node kept. REQUIRES: nothing else runs. The caller ends
+  // live(offset, bytes) for every node kept. Throws alloc::bad_node_ref on a link that
+  // leads outside the memory's node area. REQUIRES: nothing else runs. The caller ends
   // the recovery with an operation completion.
   template <class Live>
   void recover(link& head, Live&& live) {
@@ -149,7 +150,7 @@ class harris_chain {
     link* into = &head;
     node_ref t = head.load(flit::volatile_, flit::private_);
     while (!t.null()) {
-      node* n = at(t);
+      node* n = alloc::checked_node_at<node>(memory_, t, "a link of the list");
       n->next.reset_metadata();
       node_ref next = n->next.load(flit::volatile_, flit::private_);
       if (next.marked()) {  // deleted, its unlink lost: drop it
@@ -187,7 +188,7 @@ class harris_chain {
     return std::nullopt;
   }
 
-  node* at(node_ref r) const noexcept { return node_at<node>(memory_, r); }
+  node* at(node_ref r) const noexcept { return alloc::node_at<node>(memory_, r); }
 
  private:
   template <role R>

@@ -1,4 +1,4 @@
-#include "crash/checkers.hpp"
+#include "crashtest/checkers.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -46,7 +46,7 @@ std::uint64_t op_id(unsigned thread, std::size_t op) {
 std::string describe_op(const workload& w, unsigned thread, std::size_t op) {
   const operation& o = w.threads[thread][op];
   std::ostringstream s;
-  s << "thread " << thread << " op " << op << " (" << to_string(o.kind);
+  s << "thread " << thread << " op " << op << " (" << w.names(o.kind);
   if (o.kind == op_kind::batch) {
     s << " [";
     for (std::uint32_t e = 0; e < o.batch_size; ++e) {
@@ -55,6 +55,11 @@ std::string describe_op(const workload& w, unsigned thread, std::size_t op) {
       if (!k.del) s << "=" << hex(k.value);
     }
     s << "]";
+  } else if (o.kind == op_kind::enqueue || o.kind == op_kind::dequeue ||
+             o.kind == op_kind::push || o.kind == op_kind::pop || o.kind >= op_kind::user) {
+    // No key (user kinds: a key only if it has one).
+    if (o.key != 0) s << " key " << o.key;
+    if (o.value != 0) s << " value " << hex(o.value);
   } else {
     s << " key " << o.key;
     if (o.value != 0) s << " value " << hex(o.value);
@@ -470,6 +475,219 @@ std::vector<std::string> check_map(const workload& w, const history& h,
     problems.push_back(s.str());
   }
   return problems;
+}
+
+// ---- queues and stacks -------------------------------------------------------------------
+
+namespace {
+
+class sequence_checker {
+ public:
+  sequence_checker(const workload& w, const history& h, bool lifo)
+      : w_(w), h_(h), lifo_(lifo),
+        add_(lifo ? op_kind::push : op_kind::enqueue),
+        take_(lifo ? op_kind::pop : op_kind::dequeue),
+        container_(lifo ? "stack" : "queue") {}
+
+  std::vector<std::string> check(const std::vector<kv_entry>& recovered) {
+    index();
+    read_state(recovered);
+    missing_values();
+    order();
+    return std::move(problems_);
+  }
+
+ private:
+  struct op_ref {
+    unsigned thread;
+    std::size_t op;
+  };
+
+  const op_outcome& out(op_ref r) const { return h_.threads[r.thread][r.op]; }
+  std::string who(op_ref r) const {
+    return describe_op(w_, r.thread, r.op) + " [" + status_name(out(r).status) + "]";
+  }
+  std::string name(op_kind k) const { return w_.names(k); }
+  void problem(std::string p) { problems_.push_back(std::move(p)); }
+
+  void index() {
+    for (unsigned t = 0; t < w_.threads.size(); ++t) {
+      for (std::size_t i = 0; i < w_.threads[t].size(); ++i) {
+        const operation& o = w_.threads[t][i];
+        const op_outcome& oc = h_.threads[t][i];
+        if (oc.status == op_status::not_invoked) continue;
+        if (o.kind == add_) {
+          adds_.emplace(o.value, op_ref{t, i});
+        } else if (o.kind == take_) {
+          if (oc.status == op_status::pending) {
+            pending_takes_.push_back({t, i});
+          } else if (oc.found) {
+            takes_.push_back({t, i});
+          }
+        }
+      }
+    }
+    for (op_ref r : takes_) {
+      std::uint64_t v = out(r).value;
+      if (!adds_.contains(v)) {
+        problem(who(r) + " returned value " + hex(v) + " that no invoked " + name(add_) +
+                " wrote: " + value_origin(v));
+        continue;
+      }
+      auto [it, fresh] = taken_.emplace(v, r);
+      if (!fresh) {
+        problem("value " + hex(v) + " was returned twice: by " + who(it->second) + " and by " +
+                who(r));
+      }
+    }
+  }
+
+  void read_state(const std::vector<kv_entry>& recovered) {
+    for (std::size_t pos = 0; pos < recovered.size(); ++pos) {
+      std::uint64_t v = recovered[pos].value;
+      if (!position_.emplace(v, pos).second) {
+        problem("value " + hex(v) + " is in the " + container_ + " twice (positions " +
+                std::to_string(position_.at(v)) + " and " + std::to_string(pos) + ")");
+        continue;
+      }
+      auto a = adds_.find(v);
+      if (a == adds_.end()) {
+        problem("value " + hex(v) + " at position " + std::to_string(pos) + " of the " +
+                container_ + " was written by no invoked " + name(add_) + ": " +
+                value_origin(v));
+        continue;
+      }
+      if (auto t = taken_.find(v); t != taken_.end()) {
+        problem("value " + hex(v) + " of " + who(a->second) + " is still in the " + container_ +
+                " (position " + std::to_string(pos) + "), but " + who(t->second) +
+                " returned it");
+      }
+      present_.push_back({v, pos});
+    }
+  }
+
+  // Values whose add completed, in no completed take, not in the state: each one needs a
+  // pending take that may have removed it (missing_ lists them if there are enough).
+  void missing_values() {
+    std::vector<std::uint64_t> missing;
+    for (const auto& [v, r] : adds_) {
+      if (out(r).status != op_status::completed) continue;
+      if (taken_.contains(v) || position_.contains(v)) continue;
+      missing.push_back(v);
+    }
+    std::sort(missing.begin(), missing.end());
+    if (missing.size() > pending_takes_.size()) {
+      std::ostringstream s;
+      s << missing.size() << " value(s) whose " << name(add_) << " completed are lost: in no "
+        << "completed " << name(take_) << " and not in the " << container_ << ", and only "
+        << pending_takes_.size() << " " << name(take_) << "(s) were pending to have taken them:";
+      for (std::size_t i = 0; i < missing.size() && i < 8; ++i) {
+        s << "\n    " << who(adds_.at(missing[i]));
+      }
+      if (missing.size() > 8) s << "\n    (" << missing.size() - 8 << " more)";
+      problem(s.str());
+      return;  // lost, not taken: the order rules below for taken values do not apply
+    }
+    missing_ = std::move(missing);
+  }
+
+  void order() {
+    // Among the values still there.
+    for (const auto& [a, pa] : present_) {
+      for (const auto& [b, pb] : present_) {
+        if (!history::precedes(out(adds_.at(a)), out(adds_.at(b)))) continue;
+        // a's add completed before b's began: FIFO puts a nearer the front, LIFO nearer the
+        // bottom (b is then nearer the top, the front of the state).
+        bool wrong = lifo_ ? pb > pa : pa > pb;
+        if (wrong) {
+          problem("order: " + hex(a) + " (position " + std::to_string(pa) + ") and " + hex(b) +
+                  " (position " + std::to_string(pb) + "): " + who(adds_.at(a)) +
+                  " completed before " + who(adds_.at(b)) + " began, so " +
+                  (lifo_ ? hex(b) + " must lie above " + hex(a)
+                         : hex(a) + " must come first"));
+        }
+      }
+    }
+    if (lifo_) {
+      lifo_against_gone();
+    } else {
+      fifo_against_gone();
+    }
+  }
+
+  // FIFO: a value still queued was not overtaken by one enqueued after it that is gone.
+  void fifo_against_gone() {
+    auto against = [&](std::uint64_t gone, const std::string& how) {
+      for (const auto& [r, pr] : present_) {
+        if (history::precedes(out(adds_.at(r)), out(adds_.at(gone)))) {
+          problem("order: " + hex(r) + " is still in the queue (position " + std::to_string(pr) +
+                  "), but " + hex(gone) + ", whose " + who(adds_.at(gone)) + " began after " +
+                  who(adds_.at(r)) + " completed, " + how);
+        }
+      }
+    };
+    for (const auto& [v, r] : taken_) {
+      if (adds_.contains(v)) against(v, "was returned by " + who(r));
+    }
+    for (std::uint64_t v : missing_) against(v, "is gone (taken by a pending " + name(take_) + "?)");
+  }
+
+  // LIFO: a completed pop returned the top; a pending pop may have taken a missing value
+  // only if nothing still there was certainly above it.
+  void lifo_against_gone() {
+    for (const auto& [x, p] : taken_) {
+      auto ax = adds_.find(x);
+      if (ax == adds_.end()) continue;
+      for (const auto& [r, pr] : present_) {
+        const op_outcome& push_r = out(adds_.at(r));
+        if (history::precedes(out(ax->second), push_r) && history::precedes(push_r, out(p))) {
+          problem("order: " + hex(r) + " is still in the stack (position " + std::to_string(pr) +
+                  "), but " + who(adds_.at(r)) + " pushed it above " + hex(x) +
+                  " before " + who(p) + " began and returned " + hex(x));
+        }
+      }
+    }
+    for (std::uint64_t m : missing_) {
+      const op_outcome& push_m = out(adds_.at(m));
+      bool some_pop_can = std::any_of(
+          pending_takes_.begin(), pending_takes_.end(), [&](op_ref q) {
+            return std::none_of(present_.begin(), present_.end(), [&](const auto& rp) {
+              const op_outcome& push_r = out(adds_.at(rp.first));
+              return history::precedes(push_m, push_r) && history::precedes(push_r, out(q));
+            });
+          });
+      if (!pending_takes_.empty() && !some_pop_can) {
+        problem("order: " + hex(m) + " of " + who(adds_.at(m)) + " is gone, but every pending " +
+                name(take_) + " began when a value still in the stack had been pushed above it");
+      }
+    }
+  }
+
+  const workload& w_;
+  const history& h_;
+  const bool lifo_;
+  const op_kind add_, take_;
+  const std::string container_;
+  std::map<std::uint64_t, op_ref> adds_;      // value -> its add
+  std::vector<op_ref> takes_;                 // completed takes that returned a value
+  std::vector<op_ref> pending_takes_;
+  std::map<std::uint64_t, op_ref> taken_;     // value -> the completed take that returned it
+  std::unordered_map<std::uint64_t, std::size_t> position_;  // value -> position in the state
+  std::vector<std::pair<std::uint64_t, std::size_t>> present_;  // added values in the state
+  std::vector<std::uint64_t> missing_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+std::vector<std::string> check_queue(const workload& w, const history& h,
+                                     const std::vector<kv_entry>& recovered) {
+  return sequence_checker(w, h, false).check(recovered);
+}
+
+std::vector<std::string> check_stack(const workload& w, const history& h,
+                                     const std::vector<kv_entry>& recovered) {
+  return sequence_checker(w, h, true).check(recovered);
 }
 
 }  // namespace crashtest

@@ -1,8 +1,11 @@
-// Durability modes: which accesses of a concurrent structure are p-instructions.
+// Durability modes: which accesses of a concurrent structure are p-instructions. A building
+// block for durable structures (with allocators/node_memory.hpp): the structures of
+// structures/ use it, and so may any structure written on the toolkit.
 //
-// Every field access in the structures of this folder names its *role* (why it happens in
-// the algorithm); a mode maps each role to flit::persisted or flit::volatile_. One algorithm
-// per structure, four modes over it:
+// Every field access of such a structure names its *role* (why it happens in the
+// algorithm); a mode maps each role to flit::persisted or flit::volatile_, and
+// access_for<Mode, role> is the access tag to pass to persist<T>'s load, store or CAS. One
+// algorithm per structure, four modes over it:
 //
 //   original   plain atomics: every role volatile, and the policy's placement replaced by
 //              flit::nonpersistent (no flush, no fence, no counter). The volatile baseline.
@@ -18,7 +21,7 @@
 //              writes), and words that recovery rebuilds or ignores (skiplist index levels,
 //              the BST's tag bits) are written with v-instructions.
 //
-// Roles (the comments at each access in the structures say which applies):
+// Roles (the comments at each access in structures/ say which applies):
 //   traverse     a load while searching, before the operation decides anything.
 //   transition   NVTraverse's flush at the end of the search of a location it read that no
 //                `dependency` load covers (the link into the left node, fields of nodes in
@@ -43,13 +46,14 @@
 // Thread safety: types and constants only.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 
 #include "flit/persist.hpp"
 #include "flit/placement.hpp"
 #include "flit/policy.hpp"
 
-namespace structures {
+namespace alloc {
 
 enum class role {
   traverse,
@@ -140,4 +144,13 @@ inline void persist_read(const Word& word) {
   if constexpr (Mode::persisted(R)) (void)word.load(flit::persisted);
 }
 
-}  // namespace structures
+// Ends the private initialization of a node [node, node + bytes) that is about to be
+// published: one pwb per cache line when the mode persists `init`. The next shared p-store
+// of this thread (the store or CAS that publishes the node) fences them, so the node's
+// contents are durable before any durable link reaches it.
+template <durability_mode Mode, class Policy>
+inline void finish_init(const void* node, std::size_t bytes) {
+  if constexpr (Mode::persisted(role::init)) Policy::flush_range(node, bytes);
+}
+
+}  // namespace alloc

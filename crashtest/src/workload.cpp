@@ -1,4 +1,4 @@
-#include "crash/workload.hpp"
+#include "crashtest/workload.hpp"
 
 #include <algorithm>
 #include <random>
@@ -6,7 +6,7 @@
 
 namespace crashtest {
 
-const char* to_string(op_kind k) {
+std::string to_string(op_kind k) {
   switch (k) {
     case op_kind::put: return "put";
     case op_kind::del: return "del";
@@ -15,8 +15,34 @@ const char* to_string(op_kind k) {
     case op_kind::insert: return "insert";
     case op_kind::remove: return "remove";
     case op_kind::contains: return "contains";
+    case op_kind::enqueue: return "enqueue";
+    case op_kind::dequeue: return "dequeue";
+    case op_kind::push: return "push";
+    case op_kind::pop: return "pop";
+    case op_kind::user: break;
   }
-  return "?";
+  auto n = static_cast<unsigned>(k);
+  if (n >= static_cast<unsigned>(op_kind::user)) {
+    return "user+" + std::to_string(n - static_cast<unsigned>(op_kind::user));
+  }
+  return "kind " + std::to_string(n);
+}
+
+void op_names::set(op_kind k, std::string name) {
+  for (auto& [kind, n] : names_) {
+    if (kind == k) {
+      n = std::move(name);
+      return;
+    }
+  }
+  names_.emplace_back(k, std::move(name));
+}
+
+std::string op_names::operator()(op_kind k) const {
+  for (const auto& [kind, n] : names_) {
+    if (kind == k) return n;
+  }
+  return to_string(k);
 }
 
 std::size_t workload_config::max_ops() const {
@@ -39,11 +65,22 @@ workload make_workload(const workload_config& config, workload_family family,
   w.threads.resize(config.threads());
   std::mt19937_64 rng(seed);
   auto key = [&] { return 1 + rng() % std::max<std::uint64_t>(config.key_space, 1); };
+  const bool sequence = family == workload_family::queue || family == workload_family::stack;
+  const op_kind add = family == workload_family::queue ? op_kind::enqueue : op_kind::push;
+  const op_kind take = family == workload_family::queue ? op_kind::dequeue : op_kind::pop;
   const op_kind read = family == workload_family::kv ? op_kind::get : op_kind::contains;
   for (unsigned t = 0; t < config.threads(); ++t) {
     auto& ops = w.threads[t];
     for (std::uint32_t i = 0; i < config.ops_of(t); ++i) {
       operation op;
+      if (sequence) {
+        // Writers enqueue (push) or dequeue (pop); readers only dequeue (pop). No keys.
+        unsigned roll = t < config.writer_threads ? static_cast<unsigned>(rng() % 100) : 100;
+        op.kind = roll < config.put_percent ? add : take;
+        if (op.kind == add) op.value = value_id(t, i, 0);
+        ops.push_back(op);
+        continue;
+      }
       op.kind = read;
       op.key = key();
       unsigned roll = t < config.writer_threads ? static_cast<unsigned>(rng() % 100) : 100;

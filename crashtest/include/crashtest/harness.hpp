@@ -1,11 +1,12 @@
 // The crash harness: runs a workload on a structure whose persistent memory is the pv model,
 // crashes it at chosen persistence events, recovers each durable image in a child process
-// and checks the recovered state against the history (crash/checkers.hpp).
+// and checks the recovered state against the history (crashtest/checkers.hpp).
+// docs/crash-testing.md is the guide; this header is the contract.
 //
 // A campaign, step by step:
-//  1. The workload (crash/workload.hpp) is generated from the seed. A child process runs it
-//     to the end once, on a fresh structure in a pv::model region, to count the persistence
-//     events (pwb and pfence) it issues after the structure was created.
+//  1. The workload (crashtest/workload.hpp) is generated from the seed. A child process runs
+//     it to the end once, on a fresh structure in a pv::model region, to count the
+//     persistence events (pwb and pfence) it issues after the structure was created.
 //  2. Crash points are chosen: every event and the end of the run when there are at most
 //     `points` of them, otherwise a seeded sample of `points` (the end always among them).
 //  3. The workload runs again and is stopped at each point, at the event (before it takes
@@ -24,17 +25,32 @@
 //  5. The parent checks the state against the history; every failure prints a line with
 //     what replays it exactly (single-threaded runs are deterministic).
 //
-// Plugging a structure in: see docs/crash-testing.md. A subject is a class S built by a
-// factory `std::unique_ptr<S>(pv::model&, crashtest::start)` (by default S(model&, start)):
+// Plugging a structure in. A subject is a class S built by a factory
+// `std::unique_ptr<S>(pv::model&, crashtest::start)` (by default S(model&, start)):
 // start::fresh lays out an empty structure in the model's region, start::recover runs its
 // recovery on the region's content. Its operations complete (operation_completion) before
-// they return. It models kv_subject, set_subject or map_subject below.
+// they return. Then either:
+//  - it models kv_subject, set_subject, map_subject, queue_subject or stack_subject below,
+//    and run_kv_campaign / run_set_campaign / run_queue_campaign / run_stack_campaign run it
+//    with the matching checker; or
+//  - run_campaign takes its operations (a perform callable), how to read its recovered
+//    state, a workload generator and a checker of one's own (campaign_plan).
+// A subject names its operations in messages and replays with an optional
+//   static std::string_view op_name(crashtest::op_kind k);   // "" keeps the default name
+//
+// The region: campaign_config::region_bytes = 0 (the default) lets the harness choose: it
+// starts at 128 KiB and doubles while the counting run runs out of room (the subject throws
+// std::bad_alloc, e.g. alloc::out_of_space), up to max_region_bytes. A size set explicitly
+// that is too small fails the campaign with a message naming the size that works.
 //
 // Environment: CRASH_POINTS=n overrides `points` of every campaign; CRASH_SEED=s overrides
 // the workload seed; CRASH_SEEDS=n runs each campaign over n workload seeds from there (the
 // long campaign) and adds the results up; CRASH_MIN_IMAGES=n (or config.min_images) runs
-// further seeds until at least n images were checked; CRASH_REPLAY=event:writeback:seed checks that one
-// image only and prints the history and the recovered state.
+// further seeds until at least n images were checked; CRASH_REPLAY=event:writeback:seed
+// checks that one image only and prints the history and the recovered state.
+//
+// No test framework is needed: a campaign returns a campaign_result. crashtest/gtest.hpp
+// (optional, header-only) makes replay lines name the running GoogleTest test.
 //
 // Thread safety: run campaigns from one thread (they fork). The subject's operations are
 // called from config.work.threads() threads at once when that is more than one.
@@ -47,6 +63,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -55,8 +72,8 @@
 #include <thread>
 #include <vector>
 
-#include "crash/checkers.hpp"
-#include "crash/workload.hpp"
+#include "crashtest/checkers.hpp"
+#include "crashtest/workload.hpp"
 #include "pv_interface/model.hpp"
 
 namespace crashtest {
@@ -115,6 +132,24 @@ concept map_subject = requires(S& s, const S& cs, std::uint64_t key, std::uint64
   { cs.state() } -> std::same_as<std::vector<kv_entry>>;
 };
 
+// A FIFO queue of 64-bit values (every value the workload enqueues is unique and nonzero).
+// dequeue returns nothing when the queue is empty; state() lists the values front to back.
+template <class S>
+concept queue_subject = requires(S& s, const S& cs, std::uint64_t value) {
+  s.enqueue(value);
+  { s.dequeue() } -> std::same_as<std::optional<std::uint64_t>>;
+  { cs.state() } -> std::same_as<std::vector<std::uint64_t>>;
+};
+
+// A LIFO stack of 64-bit values. pop returns nothing when the stack is empty; state() lists
+// the values top to bottom (the next to be popped first).
+template <class S>
+concept stack_subject = requires(S& s, const S& cs, std::uint64_t value) {
+  s.push(value);
+  { s.pop() } -> std::same_as<std::optional<std::uint64_t>>;
+  { cs.state() } -> std::same_as<std::vector<std::uint64_t>>;
+};
+
 // Sets and maps may declare `static constexpr bool ordered = true;`: state() is then
 // required to list keys in ascending order.
 template <class S>
@@ -123,6 +158,21 @@ constexpr bool ordered_subject() {
     return S::ordered;
   } else {
     return false;
+  }
+}
+
+// The names S gives its operations (S::op_name, if it has one) put into w.names.
+template <class S>
+void name_operations(workload& w) {
+  if constexpr (requires(op_kind k) {
+                  { S::op_name(k) } -> std::convertible_to<std::string_view>;
+                }) {
+    for (const auto& ops : w.threads) {
+      for (const operation& o : ops) {
+        std::string_view n = S::op_name(o.kind);
+        if (!n.empty()) w.names.set(o.kind, std::string(n));
+      }
+    }
   }
 }
 
@@ -139,7 +189,9 @@ struct campaign_config {
   std::string config;   // printed: its configuration (placement, mode, ...)
   workload_config work;
   std::uint64_t workload_seed = 1;
-  std::size_t region_bytes = 128 << 10;  // the model's region (each image is this large)
+  // The model's region (each image is this large). 0: chosen by the harness (see above).
+  std::size_t region_bytes = 0;
+  std::size_t max_region_bytes = 64 << 20;  // the largest region the harness chooses
   std::size_t points = 300;      // crash points to check (CRASH_POINTS overrides)
   unsigned random_images = 2;    // random write-back images per point, besides none and all
   std::chrono::milliseconds recovery_timeout{10000};  // per recovery child
@@ -156,6 +208,9 @@ struct campaign_config {
   std::size_t max_state_entries = 1 << 14;  // capacity for a recovered state
   bool print_failures = true;  // print each failure (the first few in full)
 };
+
+// The region the harness starts from when region_bytes is 0.
+inline constexpr std::size_t default_region_bytes = 128 << 10;
 
 // One image that failed.
 struct failure {
@@ -175,6 +230,7 @@ struct campaign_result {
   std::size_t images = 0;          // distinct images recovered and checked
   std::size_t failed = 0;          // images that failed
   std::size_t failed_points = 0;   // points with at least one failed image
+  std::size_t region_bytes = 0;    // the region the campaign ran in (the last seed's)
   std::vector<failure> failures;   // the first ones, in full
   // "crash: <subject> <config>: N points, M images, F failed (...)"
   std::string summary;
@@ -182,6 +238,35 @@ struct campaign_result {
   // Whether a problem of a recorded failure contains `text`.
   bool any_problem_contains(std::string_view text) const;
 };
+
+// What a replay line appends after the executable's path (e.g. "--gtest_filter=Suite.Test"),
+// asked when a failure is recorded; nullptr (the default) appends nothing.
+// crashtest/gtest.hpp installs one for GoogleTest.
+using replay_arguments_fn = std::string (*)();
+void set_replay_arguments(replay_arguments_fn f);
+
+// A checker: the problems of a recovered state (empty: allowed). See crashtest/checkers.hpp.
+using checker = std::function<std::vector<std::string>(const workload&, const history&,
+                                                       const std::vector<kv_entry>&)>;
+// Makes the workload of a seed. Called in the parent and in every child with the same
+// arguments: it must be deterministic.
+using workload_generator = std::function<workload(const workload_config&, std::uint64_t seed)>;
+
+// What a campaign of one's own runs, besides the subject: its workloads and its checker.
+struct campaign_plan {
+  workload_generator generate;
+  checker check;
+};
+
+// A generator of the ready-made families (make_workload), with S's operation names.
+template <class S>
+workload_generator family_generator(workload_family family) {
+  return [family](const workload_config& c, std::uint64_t seed) {
+    workload w = make_workload(c, family, seed);
+    name_operations<S>(w);
+    return w;
+  };
+}
 
 namespace detail {
 
@@ -196,18 +281,17 @@ class child_context {
   virtual void invoked(unsigned thread, std::size_t op) = 0;
   // Logs the result of thread t's operation i, unless the run already crashed.
   virtual void completed(unsigned thread, std::size_t op, const op_outcome& result) = 0;
-  // Ends the run as failed (an operation threw on a worker thread).
-  [[noreturn]] virtual void fail(const std::string& why) = 0;
+  // Ends the run as failed (an operation threw on a worker thread); out_of_room: it threw
+  // std::bad_alloc (the region is too small).
+  [[noreturn]] virtual void fail(const std::string& why, bool out_of_room) = 0;
 };
 
 using workload_body = std::function<void(child_context&, const workload&)>;
 using recovery_body = std::function<std::vector<kv_entry>(pv::model&)>;
-using state_check = std::function<std::vector<std::string>(
-    const workload&, const history&, const std::vector<kv_entry>&)>;
 
-campaign_result run_campaign(const campaign_config& config, workload_family family,
+campaign_result run_campaign(const campaign_config& config, const workload_generator& generate,
                              const workload_body& run, const recovery_body& recover,
-                             const state_check& check);
+                             const checker& check);
 
 // Runs every thread's operations of w, logging each (two indirect calls per operation, next
 // to the model's locking for every access they are noise).
@@ -238,28 +322,46 @@ void run_threads(child_context& ctx, const workload& w, Perform perform) {
       while (ready.load() < w.threads.size()) std::this_thread::yield();
       try {
         one(t);
+      } catch (const std::bad_alloc& e) {
+        ctx.fail("thread " + std::to_string(t) + " threw: " + e.what(), true);
       } catch (const std::exception& e) {
-        ctx.fail("thread " + std::to_string(t) +
-                 " threw: " + e.what());
+        ctx.fail("thread " + std::to_string(t) + " threw: " + e.what(), false);
       }
     });
   }
   for (auto& th : pool) th.join();
 }
 
-// The workload child's body: build S fresh, make it durable, arm, run. `perform(s, op, w,
-// out)` is called directly (no type erasure per operation).
-template <class S, class Factory, class Perform>
-workload_body body_for(Factory make, Perform perform) {
-  return [make, perform](child_context& ctx, const workload& w) {
+}  // namespace detail
+
+// A campaign of one's own.
+//  - plan.generate(config.work, seed): the workload (make_workload of a family, or lists of
+//    operations of kinds from op_kind::user on, named in workload::names);
+//  - perform(S& s, const operation& o, const workload& w, op_outcome& out): runs operation
+//    o on s and records in out what it returned (found, value, version: what the checker
+//    reads); called directly, with no type erasure per operation;
+//  - read_state(const S& s) -> std::vector<kv_entry>: the recovered state, encoded for the
+//    checker (called on the subject that start::recover built);
+//  - plan.check(w, history, state): the problems (crashtest/checkers.hpp has the ready
+//    ones, and describe_op to name an operation in a message);
+//  - make: the factory.
+template <class S, class Perform, class ReadState, class Factory = construct<S>>
+campaign_result run_campaign(const campaign_config& config, const campaign_plan& plan,
+                             Perform perform, ReadState read_state, Factory make = {}) {
+  detail::workload_body body = [make, perform](detail::child_context& ctx, const workload& w) {
     std::unique_ptr<S> s = make(ctx.model(), start::fresh);
     ctx.model().persist_all();
     ctx.arm();
-    run_threads(ctx, w, [&](const operation& o, op_outcome& out) { perform(*s, o, w, out); });
+    detail::run_threads(ctx, w,
+                        [&](const operation& o, op_outcome& out) { perform(*s, o, w, out); });
   };
+  detail::recovery_body recover = [make, read_state](pv::model& m) -> std::vector<kv_entry> {
+    std::unique_ptr<S> s = make(m, start::recover);
+    const S& recovered = *s;
+    return read_state(recovered);
+  };
+  return detail::run_campaign(config, plan.generate, body, recover, plan.check);
 }
-
-}  // namespace detail
 
 // Runs operation `o` of workload `w` on key-value subject `s`, recording what it returned.
 template <kv_subject S>
@@ -291,10 +393,8 @@ campaign_result run_kv_campaign(const campaign_config& config, Factory make = {}
     throw std::invalid_argument(config.subject +
                                 ": the subject has no write_batch; set work.batch_percent = 0");
   }
-  auto recover = [make](pv::model& m) { return make(m, start::recover)->state(); };
-  return detail::run_campaign(config, workload_family::kv,
-                              detail::body_for<S>(make, &perform_kv<S>),
-                              recover, check_kv);
+  return run_campaign<S>(config, {family_generator<S>(workload_family::kv), check_kv},
+                         &perform_kv<S>, [](const S& s) { return s.state(); }, make);
 }
 
 // A campaign on a set or a map, checked by check_map.
@@ -323,23 +423,62 @@ campaign_result run_set_campaign(const campaign_config& config, Factory make = {
       default: break;
     }
   };
-  auto recover = [make](pv::model& m) {
-    std::unique_ptr<S> s = make(m, start::recover);
+  auto read_state = [](const S& s) {
     if constexpr (map_subject<S>) {
-      return s->state();
+      return s.state();
     } else {
       std::vector<kv_entry> entries;
-      for (std::uint64_t key : s->state()) entries.push_back({key, 0, 0});
+      for (std::uint64_t key : s.state()) entries.push_back({key, 0, 0});
       return entries;
     }
   };
   map_check_options options{.values = map_subject<S>, .ordered = ordered_subject<S>()};
-  auto check = [options](const workload& w, const history& h,
-                         const std::vector<kv_entry>& state) {
+  checker check = [options](const workload& w, const history& h,
+                            const std::vector<kv_entry>& state) {
     return check_map(w, h, state, options);
   };
-  return detail::run_campaign(config, workload_family::set, detail::body_for<S>(make, perform),
-                              recover, check);
+  return run_campaign<S>(config, {family_generator<S>(workload_family::set), check}, perform,
+                         read_state, make);
+}
+
+// A sequence (queue front to back, stack top to bottom) as the checkers read it.
+inline std::vector<kv_entry> sequence_state(const std::vector<std::uint64_t>& values) {
+  std::vector<kv_entry> entries;
+  entries.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) entries.push_back({i, values[i], 0});
+  return entries;
+}
+
+// A campaign on a FIFO queue, checked by check_queue.
+template <queue_subject S, class Factory = construct<S>>
+campaign_result run_queue_campaign(const campaign_config& config, Factory make = {}) {
+  auto perform = [](S& s, const operation& o, const workload&, op_outcome& out) {
+    if (o.kind == op_kind::enqueue) {
+      s.enqueue(o.value);
+    } else if (o.kind == op_kind::dequeue) {
+      std::optional<std::uint64_t> v = s.dequeue();
+      out.found = v.has_value();
+      out.value = v.value_or(0);
+    }
+  };
+  return run_campaign<S>(config, {family_generator<S>(workload_family::queue), check_queue},
+                         perform, [](const S& s) { return sequence_state(s.state()); }, make);
+}
+
+// A campaign on a LIFO stack, checked by check_stack.
+template <stack_subject S, class Factory = construct<S>>
+campaign_result run_stack_campaign(const campaign_config& config, Factory make = {}) {
+  auto perform = [](S& s, const operation& o, const workload&, op_outcome& out) {
+    if (o.kind == op_kind::push) {
+      s.push(o.value);
+    } else if (o.kind == op_kind::pop) {
+      std::optional<std::uint64_t> v = s.pop();
+      out.found = v.has_value();
+      out.value = v.value_or(0);
+    }
+  };
+  return run_campaign<S>(config, {family_generator<S>(workload_family::stack), check_stack},
+                         perform, [](const S& s) { return sequence_state(s.state()); }, make);
 }
 
 }  // namespace crashtest

@@ -1,15 +1,21 @@
-// pool_memory<Policy>: the node memory of the structures (structures/memory.hpp) over an
-// alloc::pool: nodes come from the pool's persistent allocator, unlinked nodes go back to it
-// through an epoch domain, and the pool's root area names the structure, so that recovery
-// finds it.
+// pool_memory<Policy>: node memory (allocators/node_memory.hpp) over an alloc::pool, the
+// memory of a durable structure: nodes come from the pool's persistent allocator, unlinked
+// nodes go back to it through an epoch domain, and the pool's root area names the
+// structure, so that recovery finds it. The pool's layout name is a label its user chooses
+// (the pool refuses to open under another label).
 //
-//   auto mem = structures::pool_memory<P>::create(region);      // or a pool file: see below
-//   structures::skiplist<structures::manual, P, structures::pool_memory<P>> s(*mem);
-//   mem->set_root(s.root());
+//   auto mem = alloc::pool_memory<P>::create(region, "my_queue");  // or a pool file
+//   if (!mem) ...mem.error()...
+//   my_queue<P> q(*mem);                          // allocates its first nodes
+//   mem->set_root(q.root());
 //   ...crash...
-//   auto mem = structures::pool_memory<P>::open(region);
-//   auto s = skiplist<...>::recover(*mem, mem->root(), mem->live_marker());
-//   mem->finish_recovery();                                     // then operations may run
+//   auto mem = alloc::pool_memory<P>::open(region, "my_queue");
+//   auto q = my_queue<P>::recover(*mem, mem->root(), mem->live_marker());
+//   mem->finish_recovery();                       // then operations may run
+//
+// Recovery checks each offset it reads before following it: mem->contains(offset, bytes),
+// or checked_node_at (allocators/node_memory.hpp), which throws bad_node_ref; the live
+// marker refuses (throws) an offset that is not a block of the pool.
 //
 // Policy: the policy the structure runs on (its Mode::policy_for<P>), so that the pool's own
 // writes (header, chunk table, root word) are seen by the same backend, e.g. the pv model.
@@ -39,42 +45,39 @@
 #include "allocators/persistent_allocator.hpp"
 #include "allocators/pool.hpp"
 #include "allocators/pptr.hpp"
+#include "allocators/node_memory.hpp"
 #include "flit/persist.hpp"
-#include "structures/memory.hpp"
 
-namespace structures {
+namespace alloc {
 
 template <class Policy>
 class pool_memory {
  public:
-  // The pool layout name of pools made for the structures.
-  static constexpr std::string_view layout_name = "structures";
-
-  // A new pool over `region` (64-byte aligned), ready for a structure.
-  static alloc::result<pool_memory> create(std::span<std::byte> region) {
-    auto p = alloc::pool::create_in<Policy>(region, layout());
+  // A new pool over `region` (64-byte aligned, at least pool::min_size bytes) for a
+  // structure, under the layout name `label` (1 to 31 characters).
+  // Errors: those of pool::create_in (invalid_argument names a region too small).
+  static result<pool_memory> create(std::span<std::byte> region, std::string_view label) {
+    auto p = alloc::pool::create_in<Policy>(region, layout(label));
     if (!p) return std::move(p).error();
-    pool_memory m(std::move(*p));
-    if (auto s = m.heap_.finish_recovery(); !s) return std::move(s).error();
-    return m;
+    return created(std::move(*p));
   }
   // A new pool file (see alloc::pool::create).
-  static alloc::result<pool_memory> create(const std::filesystem::path& file, std::uint64_t size) {
-    auto p = alloc::pool::create<Policy>(file, size, layout());
+  static result<pool_memory> create(const std::filesystem::path& file, std::uint64_t size,
+                                    std::string_view label) {
+    auto p = alloc::pool::create<Policy>(file, size, layout(label));
     if (!p) return std::move(p).error();
-    pool_memory m(std::move(*p));
-    if (auto s = m.heap_.finish_recovery(); !s) return std::move(s).error();
-    return m;
+    return created(std::move(*p));
   }
   // The pool in `region`, for recovery: report the structure's live nodes through
-  // live_marker(), then call finish_recovery() before any operation.
-  static alloc::result<pool_memory> open(std::span<std::byte> region) {
-    auto p = alloc::pool::open_in(region, layout());
+  // live_marker(), then call finish_recovery() before any operation. Refuses a pool made
+  // under another label or by a build whose persistent words are laid out otherwise.
+  static result<pool_memory> open(std::span<std::byte> region, std::string_view label) {
+    auto p = alloc::pool::open_in(region, layout(label));
     if (!p) return std::move(p).error();
     return pool_memory(std::move(*p));
   }
-  static alloc::result<pool_memory> open(const std::filesystem::path& file) {
-    auto p = alloc::pool::open(file, layout());
+  static result<pool_memory> open(const std::filesystem::path& file, std::string_view label) {
+    auto p = alloc::pool::open(file, layout(label));
     if (!p) return std::move(p).error();
     return pool_memory(std::move(*p));
   }
@@ -88,6 +91,14 @@ class pool_memory {
   void deallocate(std::uint64_t offset, std::size_t) noexcept { heap_.free(alloc::pptr<>(offset)); }
   void retire(std::uint64_t offset, std::size_t) { domain_.retire(heap_, alloc::pptr<>(offset)); }
   alloc::epoch_domain::guard pin() { return domain_.pin(); }
+  // Whether [offset, offset + bytes) lies in the pool's heap, offset nonzero and a multiple
+  // of 8: a place a node may be. (Not whether a block is allocated there.)
+  bool contains(std::uint64_t offset, std::size_t bytes) const noexcept {
+    return offset != 0 && offset % 8 == 0 && offset >= pool_.heap_begin() &&
+           offset <= pool_.heap_end() && bytes <= pool_.heap_end() - offset;
+  }
+  // The pool's size in bytes.
+  std::uint64_t size() const noexcept { return pool_.size(); }
 
   // ---- the structure's root ----
   // Records (durably) where the structure's root is. REQUIRES: no operation runs.
@@ -112,6 +123,8 @@ class pool_memory {
     if (auto s = heap_.finish_recovery(); !s) throw std::runtime_error(s.error().to_string());
   }
 
+  // The pool underneath (its name, layout, store granularity), the allocator and the epoch
+  // domain, for what the node_memory members do not cover.
   const alloc::pool& pool() const noexcept { return pool_; }
   alloc::persistent_allocator<Policy>& heap() noexcept { return heap_; }
   alloc::epoch_domain& domain() noexcept { return domain_; }
@@ -125,8 +138,14 @@ class pool_memory {
 
   using root_link = flit::persist<node_ref, Policy>;
 
-  static alloc::pool_layout layout() {
-    return {std::string(layout_name), alloc::layout_fingerprint<Policy>()};
+  static pool_layout layout(std::string_view label) {
+    return {std::string(label), layout_fingerprint<Policy>()};
+  }
+
+  static result<pool_memory> created(alloc::pool p) {
+    pool_memory m(std::move(p));
+    if (auto s = m.heap_.finish_recovery(); !s) return std::move(s).error();
+    return m;
   }
 
   explicit pool_memory(alloc::pool p) : pool_(std::move(p)), heap_(pool_) {}
@@ -139,4 +158,4 @@ class pool_memory {
   alloc::epoch_domain domain_;
 };
 
-}  // namespace structures
+}  // namespace alloc

@@ -1,8 +1,7 @@
 // The process side of the harness: shared memory, the workload and recovery children, crash
 // points, images, and the report.
-#include "crash/harness.hpp"
+#include "crashtest/harness.hpp"
 
-#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -17,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <random>
 #include <set>
 #include <sstream>
@@ -25,9 +25,20 @@
 // resident, and fork() copies the page tables of everything resident, so a campaign that
 // forks thousands of children slows down as its parent's quarantine fills. A smaller one
 // keeps forks cheap. ASAN_OPTIONS still overrides it. (Unused in builds without ASan.)
-extern "C" const char* __asan_default_options() { return "quarantine_size_mb=16"; }
+// Weak: a program that defines its own wins.
+extern "C" __attribute__((weak)) const char* __asan_default_options() {
+  return "quarantine_size_mb=16";
+}
 
 namespace crashtest {
+
+namespace detail {
+namespace {
+std::atomic<replay_arguments_fn> replay_arguments{nullptr};
+}  // namespace
+}  // namespace detail
+
+void set_replay_arguments(replay_arguments_fn f) { detail::replay_arguments.store(f); }
 
 bool campaign_result::any_problem_contains(std::string_view text) const {
   for (const failure& f : failures) {
@@ -148,6 +159,7 @@ struct control {
   std::uint64_t point;     // single-threaded runs: the crash point whose images are ready
   std::uint32_t reached;   // 1: crashed at the event; 0: ran to the end
   std::uint32_t images;    // images written
+  std::uint32_t out_of_room;  // the run failed with std::bad_alloc: the region is too small
   char message[message_bytes];  // why the workload child failed
 };
 
@@ -240,13 +252,6 @@ std::string wait_child(pid_t pid, std::chrono::milliseconds limit, const char* w
   return s.str();
 }
 
-std::string current_test() {
-  const ::testing::TestInfo* info =
-      ::testing::UnitTest::GetInstance() ? ::testing::UnitTest::GetInstance()->current_test_info()
-                                         : nullptr;
-  if (info == nullptr) return "";
-  return std::string(info->test_suite_name()) + "." + info->name();
-}
 
 std::string executable() {
   char buf[4096];
@@ -313,8 +318,9 @@ class workload_child final : public child_context {
     ctl_->completed_ops.fetch_add(1);
   }
 
-  [[noreturn]] void fail(const std::string& why) override {
+  [[noreturn]] void fail(const std::string& why, bool out_of_room) override {
     copy_message(ctl_->message, why);
+    ctl_->out_of_room = out_of_room ? 1 : 0;
     ::_exit(2);
   }
 
@@ -389,8 +395,9 @@ class workload_child final : public child_context {
 
 class campaign {
  public:
-  campaign(const campaign_config& config, workload_family family, const workload_body& run,
-           const recovery_body& recover, const state_check& check)
+  campaign(const campaign_config& config, std::size_t region_bytes,
+           const workload_generator& generate, const workload_body& run,
+           const recovery_body& recover, const checker& check)
       : config_(config), run_(run), recover_(recover), check_(check) {
     if (auto points = env_number("CRASH_POINTS")) config_.points = *points;
     replay_ = env_replay();
@@ -398,9 +405,16 @@ class campaign {
     if (config_.work.threads() == 0) {
       throw std::invalid_argument("crash harness: the workload has no thread");
     }
-    work_ = make_workload(config_.work, family, config_.workload_seed);
-    region_ = (config_.region_bytes + pv::cache_line - 1) / pv::cache_line * pv::cache_line;
-    max_ops_ = std::max<std::size_t>(config_.work.max_ops(), 1);
+    work_ = generate(config_.work, config_.workload_seed);
+    if (work_.threads.size() != config_.work.threads()) {
+      throw std::invalid_argument("crash harness: the workload generator made " +
+                                  std::to_string(work_.threads.size()) + " thread lists for " +
+                                  std::to_string(config_.work.threads()) + " threads");
+    }
+    max_ops_ = 1;
+    for (const auto& ops : work_.threads) max_ops_ = std::max(max_ops_, ops.size());
+    region_ = (region_bytes + pv::cache_line - 1) / pv::cache_line * pv::cache_line;
+    result_.region_bytes = region_;
     images_per_point_ = replay_ ? 1 : 2 + config_.random_images;
 
     // Layout of the shared mapping.
@@ -425,9 +439,40 @@ class campaign {
     entries_ = reinterpret_cast<kv_entry*>(shm_->base() + ent_at);
   }
 
+  // The counting run: "" if it ran to its end. Runs once; run() reuses it.
+  const std::string& count() {
+    if (!counted_) {
+      counting_error_ = run_workload(no_crash);
+      out_of_room_ = !counting_error_.empty() && ctl_->out_of_room != 0;
+      counted_ = true;
+    }
+    return counting_error_;
+  }
+  // Whether the counting run failed for want of room (std::bad_alloc).
+  bool out_of_room() {
+    count();
+    return out_of_room_;
+  }
+
+  // Ends the campaign as failed before any crash point: the region is too small. `works`:
+  // a region size in which the run completes (0: none up to max_region_bytes).
+  campaign_result region_too_small(std::size_t works) {
+    std::ostringstream s;
+    s << "the workload ran out of room in the region of " << region_
+      << " bytes (campaign_config::region_bytes): " << counting_error_ << "; ";
+    if (works != 0) {
+      s << "it runs to its end in a region of " << works << " bytes: set region_bytes to at "
+        << "least " << works << ", or to 0 to let the harness choose";
+    } else {
+      s << "it does not run to its end in max_region_bytes (" << config_.max_region_bytes
+        << " bytes) either";
+    }
+    add_failure(0, {pv::writeback::none, 0}, {s.str()});
+    return finish();
+  }
+
   campaign_result run() {
-    // The counting run.
-    std::string err = run_workload(no_crash);
+    std::string err = count();
     if (!err.empty()) {
       add_failure(0, {pv::writeback::none, 0}, {"the workload failed without a crash: " + err});
       return finish();
@@ -501,6 +546,10 @@ class campaign {
       setup(ctx);
       run_(ctx, work_);
       ctx.finished();
+    } catch (const std::bad_alloc& e) {
+      copy_message(ctl_->message, e.what());
+      ctl_->out_of_room = 1;
+      return 2;
     } catch (const std::exception& e) {
       copy_message(ctl_->message, e.what());
       return 2;
@@ -704,8 +753,10 @@ class campaign {
     s << "CRASH_REPLAY=" << k << ":" << pv::to_string(p.writeback) << ":0x" << std::hex
       << p.seed << std::dec << " CRASH_SEED=" << config_.workload_seed << " CRASH_SEEDS=1 "
       << executable();
-    std::string test = current_test();
-    if (!test.empty()) s << " --gtest_filter=" << test;
+    if (replay_arguments_fn f = replay_arguments.load()) {
+      std::string args = f();
+      if (!args.empty()) s << " " << args;
+    }
     return s.str();
   }
 
@@ -772,7 +823,10 @@ class campaign {
   campaign_config config_;
   const workload_body& run_;
   const recovery_body& recover_;
-  const state_check& check_;
+  const checker& check_;
+  bool counted_ = false;
+  bool out_of_room_ = false;
+  std::string counting_error_;
   std::optional<replay_request> replay_;
   workload work_;
   std::size_t region_ = 0;
@@ -790,23 +844,46 @@ class campaign {
 
 }  // namespace
 
-campaign_result run_campaign(const campaign_config& config, workload_family family,
+// One campaign of one seed, in the region config.region_bytes, or in one the harness
+// chooses (region_bytes 0): the smallest of 128 KiB, 256 KiB, ... in which the counting run
+// does not run out of room.
+campaign_result run_one(const campaign_config& c, const workload_generator& generate,
+                        const workload_body& run, const recovery_body& recover,
+                        const checker& check) {
+  const bool automatic = c.region_bytes == 0;
+  std::size_t bytes = automatic ? default_region_bytes : c.region_bytes;
+  campaign first(c, bytes, generate, run, recover, check);
+  if (!first.out_of_room()) return first.run();
+  // Find a region that fits: doubling, up to max_region_bytes.
+  std::size_t works = 0;
+  for (std::size_t b = bytes * 2; b <= c.max_region_bytes; b *= 2) {
+    campaign probe(c, b, generate, run, recover, check);
+    if (!probe.out_of_room()) {
+      if (automatic) return probe.run();
+      works = b;
+      break;
+    }
+  }
+  return first.region_too_small(works);
+}
+
+campaign_result run_campaign(const campaign_config& config, const workload_generator& generate,
                              const workload_body& run, const recovery_body& recover,
-                             const state_check& check) {
+                             const checker& check) {
   campaign_config c = config;
   if (auto seed = env_number("CRASH_SEED")) c.workload_seed = *seed;
   std::uint64_t seeds = env_number("CRASH_SEEDS").value_or(1);
   if (seeds == 0) throw std::invalid_argument("CRASH_SEEDS=0: at least one seed");
   const std::uint64_t min_images = env_number("CRASH_MIN_IMAGES").value_or(c.min_images);
   if ((seeds == 1 && min_images == 0) || env_replay()) {
-    return campaign(c, family, run, recover, check).run();
+    return run_one(c, generate, run, recover, check);
   }
   // One campaign per seed, added up: `seeds` of them, and more until min_images were checked.
   campaign_result total;
   const std::uint64_t first = c.workload_seed;
   for (std::uint64_t s = 0; s < seeds || total.images < min_images; ++s) {
     c.workload_seed = first + s;
-    campaign_result r = campaign(c, family, run, recover, check).run();
+    campaign_result r = run_one(c, generate, run, recover, check);
     total.events += r.events;
     total.budget += r.budget;
     total.points += r.points;
@@ -814,6 +891,7 @@ campaign_result run_campaign(const campaign_config& config, workload_family fami
     total.images += r.images;
     total.failed += r.failed;
     total.failed_points += r.failed_points;
+    total.region_bytes = r.region_bytes;
     for (failure& f : r.failures) {
       if (total.failures.size() < 20) total.failures.push_back(std::move(f));
     }
