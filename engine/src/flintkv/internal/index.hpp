@@ -142,6 +142,9 @@ struct inode {
     return std::nullopt;
   }
 
+  // The newest version as it may be mid-rewrite: for prefetching only.
+  version_ref newest_hint() const { return unlocked_newest(); }
+
   // The newest version, read by the combiner (which alone writes it) or before sharing.
   version_ref unlocked_newest() const {
     const state& t = st();

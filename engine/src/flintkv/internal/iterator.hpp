@@ -25,7 +25,8 @@
 namespace flintkv::internal {
 
 // Engine provides: index() -> const skiplist&, pin(), registry() -> snapshot_registry&,
-// value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status.
+// value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status,
+// prefetch_node(const inode*, const version_ref&).
 template <class Engine>
 class engine_iterator final : public Iterator {
  public:
@@ -163,6 +164,7 @@ class engine_iterator final : public Iterator {
 
   // Positions the iterator on n's version v, once its node passed verification (if asked).
   void land(inode* n, const version_ref& v) {
+    engine_->prefetch_node(n, v);
     if (verify_) {
       if (Status s = engine_->verify(n, v); !s.ok()) {
         status_ = std::move(s);
@@ -172,8 +174,24 @@ class engine_iterator final : public Iterator {
     }
     current_ = n;
     version_ref_ = v;
-    // The next entry, which a Next reads after the caller has read this one's value.
-    if (const inode* next = n->next_relaxed(0); next != nullptr) __builtin_prefetch(next);
+    prefetch_ahead(n);
+  }
+
+  // A scan waits on a miss per entry and per node, one after the other. So that they
+  // overlap, each landing requests what the next two steps read: the entry after next (the
+  // next one's line is in cache by now: the landing before requested it), and the node of
+  // the next entry's newest version (a hint, read as it may be changing; it is the version a
+  // scan at the newest version takes).
+  void prefetch_ahead(const inode* n) const {
+    const inode* next = n->next_relaxed(0);
+    if (next == nullptr) return;
+    __builtin_prefetch(next);
+    __builtin_prefetch(reinterpret_cast<const char*>(next) + 64);
+    engine_->prefetch_node(next, next->newest_hint());
+    if (const inode* after = next->next_relaxed(0); after != nullptr) {
+      __builtin_prefetch(after);
+      __builtin_prefetch(reinterpret_cast<const char*>(after) + 64);
+    }
   }
 
   const Engine* engine_;
