@@ -36,8 +36,13 @@ static_assert(maps_to<alloc::original, alloc::role::publish, volatile_t>);
 
 constexpr std::size_t region_bytes = 1 << 20;
 
+// Zeroed, 64-byte aligned, and given back with the aligned delete it was allocated for.
 struct region {
-  std::unique_ptr<std::byte[]> bytes{new (std::align_val_t{64}) std::byte[region_bytes]()};
+  struct release {
+    void operator()(std::byte* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::byte[], release> bytes{
+      new (std::align_val_t{64}) std::byte[region_bytes]()};
   std::span<std::byte> span() { return {bytes.get(), region_bytes}; }
 };
 
