@@ -142,10 +142,8 @@ struct inode {
     return std::nullopt;
   }
 
-  // The newest version as it may be mid-rewrite: for prefetching only.
-  version_ref newest_hint() const { return unlocked_newest(); }
-
-  // The newest version, read by the combiner (which alone writes it) or before sharing.
+  // The newest version, read by the combiner (which alone writes it) or before sharing; by
+  // anyone else only as a hint that may be mid-rewrite (the iterator's prefetching).
   version_ref unlocked_newest() const {
     const state& t = st();
     const std::uint64_t m = t.meta.load(std::memory_order_relaxed);
@@ -516,26 +514,22 @@ class skiplist {
     return descend(key, preds, succs, &hash);
   }
 
-  // The first entry whose key is at or after `key`, or nullptr.
+  // The first entry whose key is at or after `key`, or nullptr: for a key the point table
+  // holds, its own entry; else from a search. REQUIRES: pinned.
   inode* seek(std::string_view key) const {
-    inode* pred = head_;
-    inode* curr = nullptr;
-    for (int level = height() - 1; level >= 0; --level) {
-      curr = next_prefetched(pred, level);
-      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
-        pred = curr;
-        curr = next_prefetched(pred, level);
-      }
-    }
-    return curr;
+    if (inode* n = lookup(key); n != nullptr) return n;
+    inode* after = nullptr;
+    (void)search(key, &after);
+    return after;
   }
 
   // The entry of `key`, or nullptr: from the point table, or where it has none, from a
   // search. REQUIRES: pinned (constructor).
   inode* find(std::string_view key) const {
     if (inode* n = lookup(key); n != nullptr) return n;
-    inode* n = seek(key);
-    return n != nullptr && same_key(n->key(), key) ? n : nullptr;
+    inode* after = nullptr;
+    (void)search(key, &after);
+    return after != nullptr && same_key(after->key(), key) ? after : nullptr;
   }
 
   // The live entry of `key` from the point table alone, or nullptr (it may still have one:
@@ -570,15 +564,8 @@ class skiplist {
 
   // The last entry whose key is below `key` (head_ if none).
   inode* last_below(std::string_view key) const {
-    inode* pred = head_;
-    for (int level = height() - 1; level >= 0; --level) {
-      inode* curr = next_prefetched(pred, level);
-      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
-        pred = curr;
-        curr = next_prefetched(pred, level);
-      }
-    }
-    return pred;
+    inode* after = nullptr;
+    return search(key, &after);
   }
 
   // The last entry (head_ if empty).
@@ -658,6 +645,22 @@ class skiplist {
  private:
   // Levels of a search that stay in cache (few entries are linked that high).
   static constexpr int kCachedLevels = 10;
+
+  // A search without neighbours: the last entry below `key` (head_ if none), and in
+  // *after the first at or after it (nullptr: the end).
+  inode* search(std::string_view key, inode** after) const {
+    inode* pred = head_;
+    inode* curr = nullptr;
+    for (int level = height() - 1; level >= 0; --level) {
+      curr = next_prefetched(pred, level);
+      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
+        pred = curr;
+        curr = next_prefetched(pred, level);
+      }
+    }
+    *after = curr;
+    return pred;
+  }
 
   // locate(), and with `hash`, locate_for_update().
   inode* descend(std::string_view key, inode** preds, inode** succs,

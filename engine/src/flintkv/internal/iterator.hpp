@@ -68,10 +68,7 @@ class engine_iterator final : public Iterator {
     auto pinned = engine_->pin();
     status_ = Status::OK();
     if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
-    // A target that is a key of the index is its own first entry at or after it: the point
-    // table finds it without a search.
-    inode* n = index().lookup(target);
-    settle_forward(n != nullptr ? n : index().seek(target));
+    settle_forward(index().seek(target));
   }
 
   void SeekForPrev(std::string_view target) override {
@@ -164,7 +161,6 @@ class engine_iterator final : public Iterator {
 
   // Positions the iterator on n's version v, once its node passed verification (if asked).
   void land(inode* n, const version_ref& v) {
-    engine_->prefetch_node(n, v);
     if (verify_) {
       if (Status s = engine_->verify(n, v); !s.ok()) {
         status_ = std::move(s);
@@ -187,7 +183,7 @@ class engine_iterator final : public Iterator {
     if (next == nullptr) return;
     __builtin_prefetch(next);
     __builtin_prefetch(reinterpret_cast<const char*>(next) + 64);
-    engine_->prefetch_node(next, next->newest_hint());
+    engine_->prefetch_node(next, next->unlocked_newest());
     if (const inode* after = next->next_relaxed(0); after != nullptr) {
       __builtin_prefetch(after);
       __builtin_prefetch(reinterpret_cast<const char*>(after) + 64);
