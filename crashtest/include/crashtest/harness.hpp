@@ -449,36 +449,42 @@ inline std::vector<kv_entry> sequence_state(const std::vector<std::uint64_t>& va
   return entries;
 }
 
-// A campaign on a FIFO queue, checked by check_queue.
-template <queue_subject S, class Factory = construct<S>>
-campaign_result run_queue_campaign(const campaign_config& config, Factory make = {}) {
-  auto perform = [](S& s, const operation& o, const workload&, op_outcome& out) {
-    if (o.kind == op_kind::enqueue) {
-      s.enqueue(o.value);
-    } else if (o.kind == op_kind::dequeue) {
-      std::optional<std::uint64_t> v = s.dequeue();
+namespace detail {
+// A campaign on a sequence: `add` puts a value in, `take` takes one out or finds it empty.
+template <class S, class Factory, class Add, class Take>
+campaign_result run_sequence_campaign(const campaign_config& config, Factory make,
+                                      workload_family family, checker check, op_kind add_kind,
+                                      Add add, op_kind take_kind, Take take) {
+  auto perform = [=](S& s, const operation& o, const workload&, op_outcome& out) {
+    if (o.kind == add_kind) {
+      add(s, o.value);
+    } else if (o.kind == take_kind) {
+      std::optional<std::uint64_t> v = take(s);
       out.found = v.has_value();
       out.value = v.value_or(0);
     }
   };
-  return run_campaign<S>(config, {family_generator<S>(workload_family::queue), check_queue},
-                         perform, [](const S& s) { return sequence_state(s.state()); }, make);
+  return run_campaign<S>(config, {family_generator<S>(family), check}, perform,
+                         [](const S& s) { return sequence_state(s.state()); }, make);
+}
+}  // namespace detail
+
+// A campaign on a FIFO queue, checked by check_queue.
+template <queue_subject S, class Factory = construct<S>>
+campaign_result run_queue_campaign(const campaign_config& config, Factory make = {}) {
+  return detail::run_sequence_campaign<S>(
+      config, make, workload_family::queue, check_queue,
+      op_kind::enqueue, [](S& s, std::uint64_t v) { s.enqueue(v); },
+      op_kind::dequeue, [](S& s) { return s.dequeue(); });
 }
 
 // A campaign on a LIFO stack, checked by check_stack.
 template <stack_subject S, class Factory = construct<S>>
 campaign_result run_stack_campaign(const campaign_config& config, Factory make = {}) {
-  auto perform = [](S& s, const operation& o, const workload&, op_outcome& out) {
-    if (o.kind == op_kind::push) {
-      s.push(o.value);
-    } else if (o.kind == op_kind::pop) {
-      std::optional<std::uint64_t> v = s.pop();
-      out.found = v.has_value();
-      out.value = v.value_or(0);
-    }
-  };
-  return run_campaign<S>(config, {family_generator<S>(workload_family::stack), check_stack},
-                         perform, [](const S& s) { return sequence_state(s.state()); }, make);
+  return detail::run_sequence_campaign<S>(
+      config, make, workload_family::stack, check_stack,
+      op_kind::push, [](S& s, std::uint64_t v) { s.push(v); },
+      op_kind::pop, [](S& s) { return s.pop(); });
 }
 
 }  // namespace crashtest
