@@ -453,7 +453,9 @@ TEST(WorkloadTest, QueueAndStackWorkloadsAddUniqueValuesAndTakeWithoutKeys) {
       for (const operation& o : w.threads[t]) {
         ASSERT_TRUE(o.kind == add || o.kind == take);
         EXPECT_EQ(o.key, 0u);
-        if (t == 2) EXPECT_EQ(o.kind, take) << "readers only take";
+        if (t == 2) {
+          EXPECT_EQ(o.kind, take) << "readers only take";
+        }
         if (o.kind == add) values.push_back(o.value);
         takes += o.kind == take;
       }
@@ -479,7 +481,9 @@ TEST(WorkloadTest, SameSeedSameWorkloadAndUniqueValues) {
       const operation& x = a.threads[t][i];
       EXPECT_EQ(x.kind, b.threads[t][i].kind);
       EXPECT_EQ(x.key, b.threads[t][i].key);
-      if (t == 2) EXPECT_EQ(x.kind, op_kind::get) << "readers only read";
+      if (t == 2) {
+        EXPECT_EQ(x.kind, op_kind::get) << "readers only read";
+      }
       if (x.kind == op_kind::put) values.push_back(x.value);
       if (x.kind == op_kind::batch) {
         for (std::uint32_t e = 0; e < x.batch_size; ++e) {
