@@ -46,7 +46,7 @@ std::uint64_t op_id(unsigned thread, std::size_t op) {
 std::string describe_op(const workload& w, unsigned thread, std::size_t op) {
   const operation& o = w.threads[thread][op];
   std::ostringstream s;
-  s << "thread " << thread << " op " << op << " (" << w.names(o.kind);
+  s << "thread " << thread << " op " << op << " (" << (o.weak ? "weak " : "") << w.names(o.kind);
   if (o.kind == op_kind::batch) {
     s << " [";
     for (std::uint32_t e = 0; e < o.batch_size; ++e) {
@@ -80,13 +80,17 @@ struct kv_write_ref {
   bool batch;
 };
 
-enum class required_by : std::uint8_t { completion, read, batch };
+enum class required_by : std::uint8_t { completion, read, batch, persist, prefix };
 
 const char* reason(required_by r) {
   switch (r) {
     case required_by::completion: return "which completed";
     case required_by::read: return "whose value a completed get returned";
     case required_by::batch: return "whose batch survived in part, so must survive whole";
+    case required_by::persist: return "which completed before a completed persist began";
+    case required_by::prefix:
+      return "whose version is below one that survived or must survive (weak durability "
+             "keeps a prefix of the version order)";
   }
   return "?";
 }
@@ -239,10 +243,29 @@ class kv_checker {
     }
   }
 
+  bool weak(std::size_t wi) const { return w_.threads[writes_[wi].thread][writes_[wi].op].weak; }
+
+  // A completed persist began after the write completed.
+  bool persisted(std::size_t wi) const {
+    for (unsigned t = 0; t < w_.threads.size(); ++t) {
+      for (std::size_t i = 0; i < w_.threads[t].size(); ++i) {
+        const op_outcome& p = h_.threads[t][i];
+        if (w_.threads[t][i].kind == op_kind::persist && p.status == op_status::completed &&
+            history::precedes(*writes_[wi].outcome, p)) {
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+
   void required() {
     for (std::size_t wi = 0; wi < writes_.size(); ++wi) {
-      if (writes_[wi].outcome->status == op_status::completed && version_of(wi) != 0) {
+      if (writes_[wi].outcome->status != op_status::completed || version_of(wi) == 0) continue;
+      if (!weak(wi)) {
         raise(wi, version_of(wi), required_by::completion);
+      } else if (persisted(wi)) {
+        raise(wi, version_of(wi), required_by::persist);
       }
     }
     for (std::uint64_t id : survived_batches_) {
@@ -262,6 +285,7 @@ class kv_checker {
           continue;
         }
         std::size_t wi = it->second;
+        if (weak(wi)) continue;  // a weak write may be read and then lost (prefix() below)
         std::uint64_t version = out.version != 0 ? out.version : version_of(wi);
         if (writes_[wi].outcome->status == op_status::completed && out.version != 0 &&
             out.version != writes_[wi].outcome->version) {
@@ -271,6 +295,19 @@ class kv_checker {
         require_batch(op_id(writes_[wi].thread, writes_[wi].op), version, required_by::read,
                       &out);
       }
+    }
+    prefix();
+  }
+
+  // Weak durability keeps a prefix of the version order: every write whose version is
+  // below the newest one that survived or must survive is required too.
+  void prefix() {
+    std::uint64_t cut = 0;
+    for (const auto& [key, f] : floors_) cut = std::max(cut, f.version);
+    for (const auto& [key, e] : recovered_) cut = std::max(cut, e.version);
+    for (std::size_t wi = 0; wi < writes_.size(); ++wi) {
+      const std::uint64_t v = version_of(wi);
+      if (v != 0 && v <= cut) raise(wi, v, required_by::prefix);
     }
   }
 

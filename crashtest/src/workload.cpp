@@ -12,6 +12,7 @@ std::string to_string(op_kind k) {
     case op_kind::del: return "del";
     case op_kind::get: return "get";
     case op_kind::batch: return "batch";
+    case op_kind::persist: return "persist";
     case op_kind::insert: return "insert";
     case op_kind::remove: return "remove";
     case op_kind::contains: return "contains";
@@ -81,9 +82,16 @@ workload make_workload(const workload_config& config, workload_family family,
         ops.push_back(op);
         continue;
       }
+      const bool writer = t < config.writer_threads;
+      if (family == workload_family::kv && writer && config.persist_percent > 0 &&
+          rng() % 100 < config.persist_percent) {
+        op.kind = op_kind::persist;
+        ops.push_back(op);
+        continue;
+      }
       op.kind = read;
       op.key = key();
-      unsigned roll = t < config.writer_threads ? static_cast<unsigned>(rng() % 100) : 100;
+      unsigned roll = writer ? static_cast<unsigned>(rng() % 100) : 100;
       if (roll < config.put_percent) {
         op.kind = family == workload_family::kv ? op_kind::put : op_kind::insert;
         op.value = value_id(t, i, 0);
@@ -108,6 +116,11 @@ workload make_workload(const workload_config& config, workload_family family,
           bool del = rng() % 5 == 0;
           w.batch_entries.push_back({keys[e], del ? 0 : value_id(t, i, e), del});
         }
+      }
+      const bool write = op.kind == op_kind::put || op.kind == op_kind::del ||
+                         op.kind == op_kind::batch;
+      if (family == workload_family::kv && write && config.weak_percent > 0) {
+        op.weak = rng() % 100 < config.weak_percent;
       }
       ops.push_back(op);
     }

@@ -51,6 +51,19 @@ class history_builder {
     w.batch_entries.insert(w.batch_entries.end(), entries.begin(), entries.end());
     return add(t, o, s, {.version = version});
   }
+  // Weak durability: a weak put, a weak delete, and a persist.
+  std::size_t weak_put(unsigned t, std::uint64_t key, std::uint64_t value, op_status s,
+                       std::uint64_t version = 0) {
+    operation o{op_kind::put, key, value};
+    o.weak = true;
+    return add(t, o, s, {.version = version});
+  }
+  std::size_t weak_del(unsigned t, std::uint64_t key, op_status s, std::uint64_t version = 0) {
+    operation o{op_kind::del, key};
+    o.weak = true;
+    return add(t, o, s, {.version = version});
+  }
+  std::size_t persist(unsigned t, op_status s) { return add(t, {op_kind::persist}, s); }
   std::size_t set_op(unsigned t, op_kind k, std::uint64_t key, op_status s, bool found = false,
                      std::uint64_t value = 0) {
     return add(t, {k, key, k == op_kind::insert ? (value ? value : 100 + key) : 0}, s,
@@ -217,6 +230,68 @@ TEST(KvCheckerTest, ReportsACompletedWriteWithoutVersion) {
 }
 
 // ---- sets --------------------------------------------------------------------------------
+
+// ---- key-value, weak durability ----------------------------------------------------------
+
+TEST(KvCheckerTest, AWeakWriteMayBeLostUntilAPersistCoversIt) {
+  history_builder b;
+  b.put(0, 1, 0xa1, done, 1);
+  b.weak_put(0, 1, 0xa2, done, 2);
+  b.weak_del(0, 2, done, 3);
+  b.get(0, 1, true, 0xa2, 2);  // read, and lost all the same: allowed for a weak write
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}}).empty());
+  EXPECT_TRUE(b.kv({{1, 0xa2, 2}}).empty());
+  b.persist(0, done);
+  auto lost = b.kv({{1, 0xa1, 1}});
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_NE(lost[0].find("completed persist"), std::string::npos) << lost[0];
+  EXPECT_TRUE(b.kv({{1, 0xa2, 2}}).empty());
+}
+
+TEST(KvCheckerTest, APendingPersistCoversNothing) {
+  history_builder b;
+  b.weak_put(0, 1, 0xa1, done, 1);
+  b.persist(0, pending);
+  EXPECT_TRUE(b.kv({}).empty());
+}
+
+TEST(KvCheckerTest, WeakDurabilityKeepsAPrefixOfTheVersionOrder) {
+  history_builder b(2);
+  b.weak_put(0, 1, 0xa1, done, 1);
+  b.weak_put(1, 2, 0xb1, done, 2);
+  b.weak_put(0, 3, 0xa2, done, 3);
+  // Any prefix: none, the first, the first two, all three.
+  EXPECT_TRUE(b.kv({}).empty());
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}}).empty());
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}, {2, 0xb1, 2}}).empty());
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}, {2, 0xb1, 2}, {3, 0xa2, 3}}).empty());
+  // A later write without an earlier one.
+  auto gap = b.kv({{2, 0xb1, 2}});
+  ASSERT_EQ(gap.size(), 1u);
+  EXPECT_NE(gap[0].find("prefix"), std::string::npos) << gap[0];
+  EXPECT_FALSE(b.kv({{1, 0xa1, 1}, {3, 0xa2, 3}}).empty());
+}
+
+TEST(KvCheckerTest, ASyncWriteMakesEveryEarlierWeakWriteRequired) {
+  history_builder b(2);
+  b.weak_put(0, 1, 0xa1, done, 1);
+  b.weak_del(0, 2, done, 2);
+  b.put(1, 3, 0xb1, done, 3);
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}, {3, 0xb1, 3}}).empty());
+  EXPECT_FALSE(b.kv({{3, 0xb1, 3}}).empty());
+  // The weak delete of key 2 is required as well: the key must stay absent.
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}, {3, 0xb1, 3}}).empty());
+}
+
+TEST(KvCheckerTest, APendingSyncWriteThatSurvivedRequiresTheWeakWritesBeforeIt) {
+  history_builder b;
+  b.weak_put(0, 1, 0xa1, done, 1);
+  b.put(0, 2, 0xa2, pending);
+  EXPECT_TRUE(b.kv({}).empty());
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}}).empty());
+  EXPECT_TRUE(b.kv({{1, 0xa1, 1}, {2, 0xa2, 2}}).empty());
+  EXPECT_FALSE(b.kv({{2, 0xa2, 2}}).empty());
+}
 
 TEST(SetCheckerTest, CompletedInsertsPresentCompletedRemovesAbsent) {
   history_builder b;

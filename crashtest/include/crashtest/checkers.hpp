@@ -24,6 +24,11 @@
 //      a pending delete of the key (whose version is unknown) may have come after it.
 //  (4) A required write of unknown version (a pending write a completed get returned, with
 //      no version reported) is not overtaken by a write that completed before it began.
+//  (5) Weak durability (operations marked weak, and persists): a completed weak write is
+//      required only if a completed persist began after it completed; a get returning its
+//      value requires nothing. The state must be a prefix of the version order: every write
+//      of known version below the newest version that survived or is required (by (3) or
+//      (5)) is required. With no weak write, (5) adds nothing to (3).
 //  Pending writes may or may not survive: any subset is allowed.
 //
 // Sets and maps (check_map): per key, the recovered presence (and value, for maps) must be

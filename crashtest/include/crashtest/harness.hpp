@@ -114,6 +114,22 @@ concept kv_batch_subject = kv_subject<S> && requires(S& s, std::span<const kv_wr
   { s.write_batch(entries) } -> std::same_as<std::uint64_t>;
 };
 
+// How durable a write of a kv_weak_subject is: on return, or at the next persist() (or the
+// next sync write, of any thread).
+enum class durability : std::uint8_t { sync, weak };
+
+// A key-value store with weak durability: writes that are durable only once persist() (or
+// a later sync write) covered them. After a crash the store must hold a prefix of the
+// version order (check_kv says what that requires).
+template <class S>
+concept kv_weak_subject = kv_batch_subject<S> &&
+    requires(S& s, std::uint64_t key, std::uint64_t value, std::span<const kv_write> entries) {
+  { s.put(key, value, durability::weak) } -> std::same_as<std::uint64_t>;
+  { s.del(key, durability::weak) } -> std::same_as<std::uint64_t>;
+  { s.write_batch(entries, durability::weak) } -> std::same_as<std::uint64_t>;
+  s.persist();
+};
+
 // A set of keys. insert/remove return whether they changed the set.
 template <class S>
 concept set_subject = requires(S& s, const S& cs, std::uint64_t key) {
@@ -366,6 +382,22 @@ campaign_result run_campaign(const campaign_config& config, const campaign_plan&
 // Runs operation `o` of workload `w` on key-value subject `s`, recording what it returned.
 template <kv_subject S>
 void perform_kv(S& s, const operation& o, const workload& w, op_outcome& out) {
+  if constexpr (kv_weak_subject<S>) {
+    const std::span<const kv_write> entries(w.batch_entries.data() + o.batch_first,
+                                            o.batch_size);
+    if (o.kind == op_kind::persist) {
+      s.persist();
+      return;
+    }
+    if (o.weak) {
+      switch (o.kind) {
+        case op_kind::put: out.version = s.put(o.key, o.value, durability::weak); return;
+        case op_kind::del: out.version = s.del(o.key, durability::weak); return;
+        case op_kind::batch: out.version = s.write_batch(entries, durability::weak); return;
+        default: break;
+      }
+    }
+  }
   switch (o.kind) {
     case op_kind::put: out.version = s.put(o.key, o.value); break;
     case op_kind::del: out.version = s.del(o.key); break;
@@ -392,6 +424,13 @@ campaign_result run_kv_campaign(const campaign_config& config, Factory make = {}
   if (config.work.batch_percent > 0 && !kv_batch_subject<S>) {
     throw std::invalid_argument(config.subject +
                                 ": the subject has no write_batch; set work.batch_percent = 0");
+  }
+  if ((config.work.weak_percent > 0 || config.work.persist_percent > 0) &&
+      !kv_weak_subject<S>) {
+    throw std::invalid_argument(config.subject +
+                                ": the subject has no weak writes and no persist (see "
+                                "kv_weak_subject); set work.weak_percent and "
+                                "work.persist_percent to 0");
   }
   return run_campaign<S>(config, {family_generator<S>(workload_family::kv), check_kv},
                          &perform_kv<S>, [](const S& s) { return s.state(); }, make);

@@ -32,6 +32,7 @@ enum class op_kind : std::uint8_t {
   del,
   get,
   batch,
+  persist,  // makes the store's weak writes durable (kv_weak_subject)
   // sets and maps
   insert,
   remove,
@@ -77,6 +78,8 @@ struct operation {
   std::uint64_t value = 0;  // put, insert, enqueue, push: unique and nonzero
   std::uint32_t batch_first = 0;  // batch: entries [batch_first, batch_first + batch_size)
   std::uint32_t batch_size = 0;   //        of workload::batch_entries, distinct keys
+  bool weak = false;  // put, del, batch: weakly durable (durable at the next persist, or at
+                      // a later write that is not weak)
 };
 
 // The value written by entry `entry` of operation `op` of thread `thread`: unique and nonzero.
@@ -99,6 +102,11 @@ struct workload_config {
   unsigned del_percent = 20;
   unsigned batch_percent = 10;
   unsigned max_batch = 4;  // entries per batch: 2 .. max_batch, distinct keys
+  // Key-value workloads with weak durability: the percentage of writers' writes made weak,
+  // and of writers' operations that are persists (taken before the mix above). Both 0:
+  // every write is durable on return, and the workload is drawn as without them.
+  unsigned weak_percent = 0;
+  unsigned persist_percent = 0;
 
   unsigned threads() const { return writer_threads + reader_threads; }
   std::size_t ops_of(unsigned thread) const {
