@@ -8,9 +8,12 @@
 //   std::string value;
 //   if (s.ok()) s = db->Get("key", &value);
 //
-// Every completed Put, Delete and Write is durable: a crash loses nothing that was
-// acknowledged, and recovery (inside Open) restores exactly the completed writes plus,
-// possibly, writes that were in flight, each whole or not at all.
+// Every completed Put, Delete and Write is durable (unless WriteOptions::sync is false): a
+// crash loses nothing that was acknowledged, and recovery (inside Open) restores exactly the
+// completed writes plus, possibly, writes that were in flight, each whole or not at all.
+// Writes with sync = false are durable once Persist() covered them; a crash before then
+// recovers the writes up to some point of their order, never a later one without an
+// earlier one.
 //
 // Thread safety: a DB may be used by any number of threads at once without locking.
 // Snapshots and iterators must be released/destroyed before the DB.
@@ -33,6 +36,12 @@ namespace flintkv {
 struct Stats {
   // Operations since Open.
   std::uint64_t puts = 0, deletes = 0, batches = 0, gets = 0, iterators = 0;
+  // Of the writes, those made with WriteOptions::sync = false; Persist() calls, and the
+  // times weak writes were made durable (by Persist, a sync write, the interval, the
+  // engine's own bound on waiting writes, reclamation or the close).
+  std::uint64_t weak_writes = 0, persist_calls = 0, weak_persists = 0;
+  // Weak writes visible now but not yet durable.
+  std::uint64_t unpersisted_writes = 0;
   // Flush instructions issued by every thread of the process since it started.
   std::uint64_t pwb = 0, pfence = 0;
   // The newest version visible to readers; keys' newest versions in the store.
@@ -63,7 +72,10 @@ struct CheckReport {
   std::uint64_t keys = 0;         // distinct keys among them
   std::uint64_t live_keys = 0;    // keys whose newest version is not a delete
   std::uint64_t uncommitted = 0;  // nodes of writes that did not complete (recovery drops them)
-  bool batch_in_progress = false; // a batch was being attached when the pool was last used
+  // A batch was being attached, or weak writes (WriteOptions::sync = false) were waiting
+  // to be persisted, when the pool was last used: recovery drops the versions above
+  // newest_version that this left in the list (they are counted in `uncommitted`).
+  bool batch_in_progress = false;
   std::uint64_t newest_version = 0;
   std::uint64_t pool_size = 0;
   std::string granularity;
@@ -161,6 +173,10 @@ class DB {
   virtual Status Delete(std::string_view key, const WriteOptions& options = {}) = 0;
   // Applies every entry of `batch` atomically and durably, as one version.
   virtual Status Write(const WriteBatch& batch, const WriteOptions& options = {}) = 0;
+  // Makes every write that was visible when it was called durable (weak writes, made with
+  // WriteOptions::sync = false; sync writes are durable already), and returns when they
+  // are. OK at once when there is nothing to persist, and on a read-only DB.
+  virtual Status Persist() = 0;
   // The newest value of `key` visible at the snapshot (or now); NotFound if none.
   virtual Status Get(std::string_view key, std::string* value,
                      const ReadOptions& options = {}) = 0;

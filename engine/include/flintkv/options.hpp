@@ -1,6 +1,7 @@
 // Options for opening a database, reading and writing.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -33,6 +34,11 @@ struct Options {
   // Advertisement slots for flat combining: how many writers can be attaching at once.
   // Any number of threads may write; a thread that finds every slot taken waits for one.
   unsigned thread_slots = 64;
+  // Writes with WriteOptions::sync = false become durable at the latest this long after
+  // they were made: a background thread calls DB::Persist() at this interval while such
+  // writes are waiting. Zero (the default): no thread; they wait for Persist(), a sync
+  // write, or the close.
+  std::chrono::milliseconds persist_interval{0};
 };
 
 struct ReadOptions {
@@ -50,7 +56,15 @@ struct ReadOptions {
   bool verify_checksums = true;
 };
 
-// Every completed write is durable; there is nothing to choose yet.
-struct WriteOptions {};
+struct WriteOptions {
+  // true: the write is durable when it returns (a crash never loses it).
+  // false: the write is visible to every reader when it returns, and becomes durable at the
+  // next DB::Persist(), at the next sync write (of any thread), at the background interval
+  // (Options::persist_interval), or when the DB is closed, whichever comes first. A crash
+  // before then may lose it, and every write after it with it: recovery restores the
+  // writes up to some point of their order (docs/engine-guide.md, "Weak writes"). Costs no
+  // fence of the engine's own besides making the node durable.
+  bool sync = true;
+};
 
 }  // namespace flintkv

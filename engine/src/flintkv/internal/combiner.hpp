@@ -1,7 +1,8 @@
 // Flat combining: a writer advertises its prepared request in a slot and waits; whichever
 // writer takes the combiner lock attaches every advertised request, its own and the others',
-// one after the other. The lock holder also runs the engine's housekeeping (reclamation)
-// between passes.
+// one after the other, then ends the pass (where the engine fences the whole group once and
+// publishes it: group commit), and only then tells each writer its outcome. The lock holder
+// also runs the engine's housekeeping (reclamation) between passes.
 //
 // Thread safety: any number of threads may lease slots and attach at once; a thread that
 // finds every slot taken waits for one. The function given to attach() runs under the lock,
@@ -11,6 +12,7 @@
 //      while its state is `ready`, and the owner reads the outcome only after the combiner
 //      set it (release/acquire on state).
 //  (2) Every ready slot is visited by the next pass that starts after it was advertised.
+//  (3) A slot's outcome is published only after the pass's end_pass() returned.
 // Persistence: none of its own. The caller makes its request's persistent bytes durable (or,
 // in automatic mode, calls the hand-off fence) before advertising: the combiner may link
 // them as soon as it sees the slot.
@@ -35,10 +37,13 @@ class combiner {
   struct alignas(64) slot {
     std::atomic<bool> owned{false};
     std::atomic<slot_state> state{slot_state::idle};
+    slot_state outcome = slot_state::idle;  // the pass's, until end_pass() returned
     Request request{};
   };
 
-  explicit combiner(unsigned slots) : slots_(std::max(1u, slots)) {}
+  explicit combiner(unsigned slots) : slots_(std::max(1u, slots)) {
+    served_.reserve(slots_.size());  // a pass never allocates
+  }
 
   // A slot held for one attach.
   class lease {
@@ -59,9 +64,10 @@ class combiner {
 
   // Advertises the slot's request and waits until a pass (maybe this thread's) set its
   // outcome. A pass calls attach_one(request&) -> slot_state for each ready slot, then
-  // after_pass().
-  template <class AttachOne, class AfterPass>
-  slot_state attach(slot& me, AttachOne&& attach_one, AfterPass&& after_pass) {
+  // end_pass(), then publishes the outcomes, then after_pass().
+  template <class AttachOne, class EndPass, class AfterPass>
+  slot_state attach(slot& me, AttachOne&& attach_one, EndPass&& end_pass,
+                    AfterPass&& after_pass) {
     me.state.store(slot_state::ready, std::memory_order_release);
     for (unsigned spins = 0;; ++spins) {
       const slot_state st = me.state.load(std::memory_order_acquire);
@@ -69,8 +75,12 @@ class combiner {
       if (try_lock()) {
         for (slot& s : slots_) {
           if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
-          s.state.store(attach_one(s.request), std::memory_order_release);
+          s.outcome = attach_one(s.request);
+          served_.push_back(&s);  // within the reserved capacity: one entry per slot
         }
+        end_pass();
+        for (slot* s : served_) s->state.store(s->outcome, std::memory_order_release);
+        served_.clear();
         after_pass();
         unlock();
         continue;
@@ -119,6 +129,7 @@ class combiner {
   }
 
   std::vector<slot> slots_;
+  std::vector<slot*> served_;  // the current pass's slots; the lock holder's
   alignas(64) std::atomic<bool> lock_{false};
 };
 

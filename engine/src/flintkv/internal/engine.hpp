@@ -19,10 +19,21 @@
 //  (4) No version a live reader can read is dropped (reclamation.hpp, invariant (1)).
 // Persistence (manual mode; automatic mode makes every access a p-instruction instead):
 //  (1) prepare: node body and successor written back and fenced before advertising.
-//  (2) attach (put): version and predecessor's link written back, then one fence, then
-//      visible_version; a crash between leaves at most a linked node with the uncommitted marker.
+//  (2) attach (sync put): version and predecessor's link written back; one fence for every
+//      sync put of the combining pass (group commit), then visible_version; a crash before
+//      leaves at most linked nodes with the uncommitted marker or versions nobody has seen.
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode idle fenced; then visible_version.
+//  (3a) Weak writes (WriteOptions::sync = false) open a window: commit_version (every version
+//      up to it durable) and batch_mode active, fenced, as for a batch; recovery drops the
+//      versions above commit_version while the window is open. Inside it the combiner stores
+//      versions and links without writing them back (their words are noted); the window
+//      closes (end_weak_window: the noted words written back, one fence, batch_mode idle,
+//      one fence) at Persist(), before any sync write or batch is attached, before a
+//      reclamation that would drop a version the window made obsolete, when the noted words
+//      reach kWeakWords, at the interval and at the close. So the durable store is always
+//      a prefix of the version order. (Automatic mode makes every store durable itself:
+//      there a weak write is a sync one.)
 //  (4) Recovery validates the whole store before it writes (recovery.hpp), then rebuilds the
 //      index with its chains, visible_version and the allocator's free space.
 //  (5) Every word written is self-checking and every node carries its checksum (layout.hpp),
@@ -44,9 +55,11 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <span>
@@ -110,6 +123,9 @@ class engine final : public DB {
       auto e = std::unique_ptr<engine>(new engine(std::move(storage), options));
       Status s = e->recover();
       if (!s.ok()) return s;
+      if (options.persist_interval.count() > 0 && !options.read_only) {
+        e->start_persister(options.persist_interval);
+      }
       *db = std::move(e);
       return Status::OK();
     } catch (const std::bad_alloc&) {
@@ -118,10 +134,13 @@ class engine final : public DB {
   }
 
   ~engine() override {
+    stop_persister();
     if (index_ == nullptr) return;  // recovery failed before building the index
-    // No reader is left (snapshots and iterators go before the DB): everything a newer
-    // version or a delete made obsolete is dropped, so the pool holds live data only.
+    // No reader is left (snapshots and iterators go before the DB): the weak writes are made
+    // durable, and everything a newer version or a delete made obsolete is dropped, so the
+    // pool holds live data only.
     if (recovered_ && !read_only_) {
+      if (weak_window_open()) end_weak_window();
       (void)reclaim(next_version_, SIZE_MAX, true);
       io::complete();
     }
@@ -141,16 +160,31 @@ class engine final : public DB {
 
   // ---- writes ----------------------------------------------------------------------------
 
-  Status Put(std::string_view key, std::string_view value, const WriteOptions&) override {
-    return guarded([&] { return read_only_ ? refuse_write("Put") : write_one(key, value, false); });
+  Status Put(std::string_view key, std::string_view value,
+             const WriteOptions& options) override {
+    return guarded([&] {
+      return read_only_ ? refuse_write("Put") : write_one(key, value, false, !options.sync);
+    });
   }
 
-  Status Delete(std::string_view key, const WriteOptions&) override {
-    return guarded([&] { return read_only_ ? refuse_write("Delete") : write_one(key, {}, true); });
+  Status Delete(std::string_view key, const WriteOptions& options) override {
+    return guarded([&] {
+      return read_only_ ? refuse_write("Delete") : write_one(key, {}, true, !options.sync);
+    });
   }
 
-  Status Write(const WriteBatch& batch, const WriteOptions&) override {
-    return guarded([&] { return read_only_ ? refuse_write("Write") : write_batch(batch); });
+  Status Write(const WriteBatch& batch, const WriteOptions& options) override {
+    return guarded([&] {
+      return read_only_ ? refuse_write("Write") : write_batch(batch, !options.sync);
+    });
+  }
+
+  Status Persist() override {
+    return guarded([&] {
+      persist_calls_.add();
+      persist_weak_writes();
+      return Status::OK();
+    });
   }
 
   // ---- reads -----------------------------------------------------------------------------
@@ -226,6 +260,10 @@ class engine final : public DB {
     s.batches = batches_.load();
     s.gets = gets_.load();
     s.iterators = iterators_.load();
+    s.weak_writes = weak_writes_.load();
+    s.persist_calls = persist_calls_.load();
+    s.weak_persists = weak_persists_.load(std::memory_order_relaxed);
+    s.unpersisted_writes = unpersisted_writes_.load(std::memory_order_relaxed);
     flit::counts c = flit::all_threads();
     s.pwb = c.pwb;
     s.pfence = c.pfence;
@@ -328,6 +366,7 @@ class engine final : public DB {
     std::string_view key;
     std::string_view value;
     bool tombstone = false;
+    bool weak = false;           // WriteOptions::sync = false
     inode* entry = nullptr;      // the key's index entry, if it had one when located
     inode* fresh = nullptr;      // a new entry, for a key that has none
     vrec* displaced = nullptr;   // a chain record, for the version this one displaces
@@ -343,6 +382,7 @@ class engine final : public DB {
   struct request {
     update* one = nullptr;                 // a put or delete
     std::vector<update>* batch = nullptr;  // or a batch
+    bool weak = false;                     // a batch made with WriteOptions::sync = false
   };
   using combiner_t = combiner<request>;
 
@@ -352,7 +392,9 @@ class engine final : public DB {
       : storage_(std::move(storage)),
         combiner_(std::min(options.thread_slots, kMaxThreadSlots)),
         reclaimer_(*storage_),
-        read_only_(options.read_only) {}
+        read_only_(options.read_only) {
+    weak_words_.reserve(kWeakWords);  // the combiner never allocates
+  }
 
   root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
   node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
@@ -467,17 +509,19 @@ class engine final : public DB {
     u.displaced = nullptr;
   }
 
-  Status write_one(std::string_view key, std::string_view value, bool tombstone) {
+  Status write_one(std::string_view key, std::string_view value, bool tombstone, bool weak) {
     if (Status s = check_key(key); !s.ok()) return s;
     if (Status s = check_value(value); !s.ok()) return s;
     update u;
     u.key = key;
     u.value = value;
     u.tombstone = tombstone;
+    u.weak = weak;
     spares cleanup(*this, {&u, 1});
     const Status s = reclaiming_when_full({&u, 1}, [&] { return try_write_one(u); });
     if (s.ok()) {
       (tombstone ? deletes_ : puts_).add();
+      if (weak) weak_writes_.add();
       last_write_version_ = u.version;
     }
     io::complete();
@@ -513,7 +557,7 @@ class engine final : public DB {
     }
   }
 
-  Status write_batch(const WriteBatch& batch) {
+  Status write_batch(const WriteBatch& batch, bool weak) {
     // One entry per key, the batch's last; sorted, so neighbours rarely go stale.
     std::map<std::string_view, const WriteBatch::Entry*> last;
     for (const WriteBatch::Entry& e : batch.entries()) {
@@ -531,16 +575,18 @@ class engine final : public DB {
       u.value = e->value;
       u.tombstone = e->kind == WriteBatch::Kind::kDelete;
     }
-    const Status s = reclaiming_when_full(updates, [&] { return try_write_batch(updates); });
+    const Status s =
+        reclaiming_when_full(updates, [&] { return try_write_batch(updates, weak); });
     if (s.ok()) {
       batches_.add();
+      if (weak) weak_writes_.add();
       last_write_version_ = updates.front().version;
     }
     io::complete();
     return s;
   }
 
-  Status try_write_batch(std::vector<update>& updates) {
+  Status try_write_batch(std::vector<update>& updates, bool weak) {
     auto pinned = pin();
     for (update& u : updates) {
       locate(u);
@@ -549,7 +595,7 @@ class engine final : public DB {
     }
     io::fence();  // one fence for every node of the batch
     typename combiner_t::lease me(combiner_);
-    me->request = {nullptr, &updates};
+    me->request = {nullptr, &updates, weak};
     io::hand_off();
     // A batch is never sent back for stale neighbours (attach_batch retries them).
     if (attach(*me) == slot_state::exhausted) return exhausted_versions();
@@ -642,54 +688,163 @@ class engine final : public DB {
         me,
         [this](request& r) {
           if (next_version_ >= kMaxVersion) return slot_state::exhausted;
-          const bool ok = r.batch != nullptr ? attach_batch(*r.batch) : attach_one(*r.one);
+          const bool ok = r.batch != nullptr ? attach_batch(*r.batch, r.weak) : attach_one(*r.one);
           return ok ? slot_state::done : slot_state::failed;
         },
-        [this] { after_pass(); });
+        [this] { end_pass(); }, [this] { after_pass(); });
   }
 
+  // A put or delete: linked, and visible and (sync) durable at the end of the pass.
   // REQUIRES: the combiner lock.
   bool attach_one(update& u) {
     const std::uint64_t version = next_version_ + 1;
-    if (!link(u, version)) return false;
-    io::fence();  // the one fence of an attached put
-    io::hand_off();  // covers the slot's `done` too
+    const bool weak = u.weak && kWeakWindows;
+    if (weak) {
+      enter_weak_window(kWordsPerUpdate);
+    } else if (weak_window_open()) {
+      end_weak_window();  // the weak writes before it are durable before it is
+    }
+    if (!link(u, version, !weak)) return false;
+    if (weak) {
+      unpersisted_writes_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      group_unfenced_ = true;  // end_pass fences the group's links once
+    }
     next_version_ = version;
-    visible_version_.store(version, std::memory_order_release);
     return true;
   }
 
-  // REQUIRES: the combiner lock.
-  bool attach_batch(std::vector<update>& updates) {
-    root_t& r = root_ref();
-    const std::uint64_t commit = next_version_;
-    io::put(r.commit_version, version_word(commit, in_root(word_field::commit_version)));
-    io::put(r.batch_mode, kBatchActive);
-    io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
-    io::fence();
-    const std::uint64_t version = commit + 1;
+  // A batch: one version for every update. A sync batch is attached in its own window
+  // (durable when the pass ends); a weak one inside the weak window. REQUIRES: the combiner
+  // lock.
+  bool attach_batch(std::vector<update>& updates, bool weak_batch) {
+    // A batch too large for the window's noted words is made durable at once.
+    const bool weak = weak_batch && kWeakWindows && updates.size() * kWordsPerUpdate <= kWeakWords;
+    if (weak) {
+      enter_weak_window(updates.size() * kWordsPerUpdate);
+    } else {
+      if (weak_window_open()) end_weak_window();
+      open_window();
+    }
+    const std::uint64_t version = next_version_ + 1;
     for (update& u : updates) {
-      if (link(u, version)) continue;
+      if (link(u, version, !weak)) continue;
       // Stale neighbours: nothing else moves under the lock, so one retry suffices.
       locate(u);
       (void)prepare(u, false);  // only re-points the successor: allocates nothing
       io::fence();              // the new successor is durable before the link
-      const bool linked = link(u, version);
+      const bool linked = link(u, version, !weak);
       (void)linked;
     }
-    io::fence();
-    io::put(r.batch_mode, kBatchIdle);
-    io::flush(r.batch_mode);
-    io::fence();
-    io::hand_off();  // covers the slot's `done` too
+    if (weak) {
+      unpersisted_writes_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      io::fence();
+      close_window();
+    }
     next_version_ = version;
-    visible_version_.store(version, std::memory_order_release);
     return true;
   }
 
+  // The end of a combining pass: one fence for the sync puts it linked (group commit), then
+  // everything it attached becomes visible. The slots learn their outcome after this.
+  // REQUIRES: the combiner lock.
+  void end_pass() {
+    if (group_unfenced_) {
+      io::fence();
+      group_unfenced_ = false;
+    }
+    io::hand_off();  // covers the slots' `done` too
+    visible_version_.store(next_version_, std::memory_order_release);
+  }
+
+  // ---- weak writes: the window ---------------------------------------------------------
+
+  // From here recovery drops every version above next_version_ (all durable now): the
+  // root's commit_version and batch_mode active, fenced.
+  void open_window() {
+    root_t& r = root_ref();
+    io::put(r.commit_version, version_word(next_version_, in_root(word_field::commit_version)));
+    io::put(r.batch_mode, kBatchActive);
+    io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
+    io::fence();
+    durable_version_ = next_version_;
+  }
+  // Every version linked so far counts again: batch_mode idle, fenced. REQUIRES: every link
+  // and version word of the window durable.
+  void close_window() {
+    root_t& r = root_ref();
+    io::put(r.batch_mode, kBatchIdle);
+    io::flush(r.batch_mode);
+    io::fence();
+    durable_version_ = next_version_;
+  }
+
+  bool weak_window_open() const { return weak_open_.load(std::memory_order_relaxed); }
+
+  // Before a weak update's `words` words are noted: opens the window, or first closes it if
+  // the words would not fit. REQUIRES: the combiner lock, words <= kWeakWords.
+  void enter_weak_window(std::size_t words) {
+    if (weak_window_open() && weak_words_.size() + words > kWeakWords) end_weak_window();
+    if (!weak_window_open()) {
+      open_window();
+      weak_open_.store(true, std::memory_order_release);
+    }
+  }
+
+  // Makes the window's weak writes durable and closes it: their noted words written back,
+  // one fence, then batch_mode idle (close_window). REQUIRES: the combiner lock (or no other
+  // thread uses the engine), the window open.
+  void end_weak_window() {
+    for (const noted_word& w : weak_words_) io::flush(w.address, w.size);
+    io::before_window_close();
+    close_window();
+    weak_words_.clear();
+    unpersisted_writes_.store(0, std::memory_order_relaxed);
+    weak_persists_.fetch_add(1, std::memory_order_relaxed);
+    weak_open_.store(false, std::memory_order_release);
+  }
+
+  // Persist(): every write visible before the call is durable when it returns. A weak write
+  // visible to the caller was attached in a window that is still open (seen here: the
+  // window opened before the write was published) or has been closed.
+  void persist_weak_writes() {
+    if (read_only_ || !weak_open_.load(std::memory_order_acquire)) return;
+    combiner_.locked([&] {
+      if (weak_window_open()) end_weak_window();
+    });
+    io::complete();
+  }
+
+  void start_persister(std::chrono::milliseconds interval) {
+    persister_ = std::thread([this, interval] {
+      std::unique_lock lock(persister_mutex_);
+      while (!persister_cv_.wait_for(lock, interval, [this] { return stop_persister_; })) {
+        lock.unlock();
+        persist_weak_writes();
+        lock.lock();
+      }
+    });
+  }
+  void stop_persister() {
+    if (!persister_.joinable()) return;
+    {
+      std::lock_guard lock(persister_mutex_);
+      stop_persister_ = true;
+    }
+    persister_cv_.notify_all();
+    persister_.join();
+  }
+
+  template <class Word>
+  void note(const Word& w) {
+    weak_words_.push_back({w.address(), sizeof(Word)});  // within the reserved capacity
+  }
+
   // Validates the located neighbours and the prepared successor, then links the node into
-  // the persistent list (written back, not fenced) and the index. REQUIRES: the combiner lock.
-  bool link(update& u, std::uint64_t version) {
+  // the persistent list and the index: its version and link written back, not fenced
+  // (`write_back`), or noted for the weak window's end. REQUIRES: the combiner lock.
+  bool link(update& u, std::uint64_t version, bool write_back) {
     inode* pred = u.preds[0];
     inode* entry = u.entry;
     if (pred->removed.load(std::memory_order_relaxed) ||
@@ -699,8 +854,15 @@ class engine final : public DB {
     if (entry != nullptr && entry->removed.load(std::memory_order_relaxed)) return false;
     if (successor_of(u) != u.succ) return false;
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
-    io::flush(u.persistent->version);
-    recovery_t::link(*storage_, node_offset{pred->tail_pnode()}, u.offset);
+    const auto& link_word = recovery_t::store_link(*storage_, node_offset{pred->tail_pnode()},
+                                                   u.offset);
+    if (write_back) {
+      io::flush(u.persistent->version);
+      io::flush(link_word);
+    } else {
+      note(u.persistent->version);
+      note(link_word);
+    }
     const version_ref v{version, u.offset.value, static_cast<std::uint32_t>(u.value.size()),
                         u.tombstone};
     bool had_live = false;
@@ -755,6 +917,9 @@ class engine final : public DB {
   // dropped. Out of DRAM for the registry's copy, no pass (the combiner must not throw).
   // REQUIRES: the combiner lock (or no other thread uses the engine).
   std::uint64_t reclaim(std::uint64_t m, std::size_t budget, bool all) noexcept {
+    // A version made obsolete by a weak one that is not durable yet stays: a crash could
+    // still take the newer one back.
+    if (weak_window_open()) m = std::min(m, durable_version_);
     try {
       const std::uint64_t generation = registry_.generation();  // before the copy: a reader
       const std::vector<std::uint64_t> readers = registry_.versions();  // leaving now is seen
@@ -773,6 +938,7 @@ class engine final : public DB {
     for (int round = 0; round < kReclaimRounds; ++round) {
       bool finished = false;
       combiner_.locked([&] {
+        if (weak_window_open()) end_weak_window();
         if (reclaimer_.queued() == 0 && reclaimer_.parked() == 0) {
           finished = true;
           return;
@@ -853,6 +1019,12 @@ class engine final : public DB {
   // ---- state -----------------------------------------------------------------------------
 
   static constexpr unsigned kCheckEvery = 16;    // combining passes between watermark checks
+  // Weak windows exist in manual mode only: in automatic mode every store is durable.
+  static constexpr bool kWeakWindows = M::explicit_flushes;
+  static constexpr std::size_t kWordsPerUpdate = 2;  // its version word and its link
+  // The words a weak window notes at most: then it is closed (its writes made durable), so
+  // that waiting writes take bounded DRAM and recovery drops a bounded number of them.
+  static constexpr std::size_t kWeakWords = 8192;
   static constexpr std::size_t kPrefetchNodeBytes = 256;  // prefetch_node: the lines it asks
   static constexpr int kReclaimRounds = 8;       // reclaim_now: enough for a mark to settle
   static constexpr int kFullPoolRounds = 8;      // a write that finds the pool full
@@ -861,6 +1033,24 @@ class engine final : public DB {
   std::unique_ptr<skiplist> index_;
   combiner_t combiner_;
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
+  // The combiner's: the pass linked sync puts it has not fenced yet.
+  bool group_unfenced_ = false;
+  // The weak window (open: batch_mode active in the pool). Written under the combiner lock;
+  // read without it by Persist() and by stats.
+  std::atomic<bool> weak_open_{false};
+  struct noted_word {
+    const void* address;
+    std::size_t size;
+  };
+  std::vector<noted_word> weak_words_;  // the window's unwritten-back words; the combiner's
+  std::uint64_t durable_version_ = 0;   // while the window is open: every version up to it
+                                        // is durable (the window's commit_version)
+  std::atomic<std::uint64_t> unpersisted_writes_{0}, weak_persists_{0};
+  striped_counter weak_writes_, persist_calls_;
+  std::thread persister_;  // Options::persist_interval
+  std::mutex persister_mutex_;
+  std::condition_variable persister_cv_;
+  bool stop_persister_ = false;  // under persister_mutex_
   alignas(64) std::atomic<std::uint64_t> visible_version_{0};
   reclaimer_t reclaimer_;
   mutable snapshot_registry registry_;

@@ -93,6 +93,10 @@ struct durable {
     fence();
     hand_off();
   }
+  // Before the store that closes a weak window (batch_mode idle): the window's versions
+  // and links, written back, are made durable, so that recovery never counts a version whose
+  // link may still be lost.
+  static void before_window_close() { fence(); }
   // The end of an engine operation: whatever the mode left unfenced is fenced.
   static void complete() { Policy::operation_completion(); }
 };

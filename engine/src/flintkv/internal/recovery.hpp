@@ -11,9 +11,12 @@
 //      then the heap was never used).
 //  (2) Every node reachable from the head has intact words and checksum, lies in the heap,
 //      and occupies a block whose chunk tag describes a block of its size.
-//  (3) The list is strictly ordered by (key ascending, version descending), with an
-//      uncommitted node counted as newer than every version: so it has no cycle. The walk
-//      also stops after more nodes than the heap can hold. Every walk is bounded.
+//  (3) The list is ordered by (key ascending, version descending), strictly among the nodes
+//      it keeps; a node it drops (the uncommitted marker, or a version above commit_version
+//      of an unfinished batch or weak window) counts as newer than every version, and the
+//      dropped nodes of a key may come in any order among themselves (a weak window's
+//      version words are durable in any order). The walk also stops after more nodes than
+//      the heap can hold. Every walk is bounded.
 //  (4) visitor.kept() was called for each node of a completed write, in list order.
 // Persistence (repair; initialise() lays out a new store with its own fences):
 //  (1) Placement metadata left in the image is cleared first (not persisted: it is a hint).
@@ -154,7 +157,7 @@ class recovery {
     node_offset prev_off = *head;  // the last node kept (or the head)
     bool skipping = false;         // the nodes since prev_off were of unfinished writes
     std::string_view prev_key;     // of the previous node, kept or not
-    std::uint64_t prev_rank = 0;   // its version; an uncommitted marker ranks above all
+    std::uint64_t prev_rank = 0;   // its version; a node dropped ranks above all
     std::string_view kept_key;     // of the last node kept
     std::optional<node_offset> off =
         read_offset_word(read(h->next), in_node(*head, word_field::next));
@@ -195,19 +198,18 @@ class recovery {
       // that its miss overlaps the work on this node. (Only offsets inside the heap: the
       // pointer arithmetic of a garbage offset is itself undefined.)
       if (s.contains(*next, node::header_size())) __builtin_prefetch(s.pointer(*next));
-      const std::uint64_t rank =
-          version.kind == version_kind::uncommitted ? UINT64_MAX : version.version;
+      const bool uncommitted = version.kind == version_kind::uncommitted ||
+                               (out->batch_in_progress && version.version > commit.version);
+      const std::uint64_t rank = uncommitted ? UINT64_MAX : version.version;
       if (count > 1) {
         const int c = compare_keys(prev_key, key);
-        if (c > 0 || (c == 0 && prev_rank <= rank)) {
+        if (c > 0 || (c == 0 && prev_rank <= rank && prev_rank != UINT64_MAX)) {
           return bad("node", off->value,
                      "key '" + printable(key) + "': list out of order after key '" +
                          printable(prev_key) + "' (a cycle or a misplaced node)");
         }
       }
       if (needs_reset(*n)) repairs->reset.push_back(*off);
-      const bool uncommitted = version.kind == version_kind::uncommitted ||
-                               (out->batch_in_progress && version.version > commit.version);
       if (uncommitted) {
         ++out->uncommitted;
         if (version.kind == version_kind::committed) repairs->dead.push_back(*off);
@@ -276,9 +278,16 @@ class recovery {
   // Points the node at `from` to `to`: written back, not fenced.
   template <recovery_storage Storage>
   static void link(Storage& s, node_offset from, node_offset to) {
+    io::flush(store_link(s, from, to));
+  }
+  // Points the node at `from` to `to` and returns the word it stored: neither written back
+  // nor fenced (a weak write's link, written back when its window closes).
+  template <recovery_storage Storage>
+  static const flit::persist<stored_offset, Policy>& store_link(Storage& s, node_offset from,
+                                                          node_offset to) {
     node* n = static_cast<node*>(s.pointer(from));
     io::put(n->next, offset_word(to, in_node(from, word_field::next)));
-    io::flush(n->next);
+    return n->next;
   }
   // Gives the node at `off` its uncommitted marker (it is no version any more): written
   // back, not fenced.

@@ -301,10 +301,12 @@ class salvage {
         if (p.kind == found::damaged) drop(off->value, p);
         return;
       }
-      const std::uint64_t rank = p.marker ? UINT64_MAX : p.version;
+      // Nodes of unfinished writes rank above every version, in any order among themselves
+      // (recovery.hpp, invariant (3)).
+      const std::uint64_t rank = p.kind != found::committed ? UINT64_MAX : p.version;
       if (count > 1) {
         const int c = compare_keys(prev_key, p.key);
-        if (c > 0 || (c == 0 && prev_rank <= rank)) {
+        if (c > 0 || (c == 0 && prev_rank <= rank && prev_rank != UINT64_MAX)) {
           broke(off->value, "key " + key_text(p.key) +
                                 " is out of order (a damaged successor offset, a cycle or a "
                                 "misplaced node)");

@@ -1,0 +1,283 @@
+// Weak writes (WriteOptions::sync = false), Persist() and the weak window: what a weak write
+// costs and when it becomes durable, checked on the pv model by crashing with nothing but
+// fenced write-backs persisted (the crash campaigns, crash_test.cpp "weak", cover every
+// other crash point).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine_support.hpp"
+#include "pv_interface/model.hpp"
+#include "support/policies.hpp"
+
+namespace {
+
+using namespace flintkv_test;
+
+using model_manual = engine_config<flit_test::on_model<hashed>, manual>;
+using model_automatic = engine_config<flit_test::on_model<hashed>, automatic>;
+
+WriteOptions weak() {
+  WriteOptions o;
+  o.sync = false;
+  return o;
+}
+
+// An engine over a pv model's region, and what a crash would leave of it.
+template <class Config>
+class on_model_store {
+ public:
+  explicit on_model_store(Options options = {}) : model_(kRegion), active_(model_) {
+    options.create_if_missing = true;
+    options_ = options;
+    open();
+  }
+  ~on_model_store() { db.reset(); }
+
+  DB& operator*() { return *db; }
+  DB* operator->() { return db.get(); }
+
+  // The store a power failure now would leave: only fenced write-backs persisted. The
+  // running engine is closed without its close's writes (the image is taken first), and
+  // the image recovered by a new one.
+  void crash_and_recover() {
+    const std::vector<std::byte> image = model_.crash(pv::writeback::none);
+    db.reset();
+    model_.load_image(image);
+    open();
+  }
+
+  // key -> value of every live key.
+  std::map<std::string, std::string> contents() {
+    std::map<std::string, std::string> out;
+    auto it = db->NewIterator();
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      out[std::string(it->key())] = std::string(it->value());
+    }
+    EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+    return out;
+  }
+
+  std::unique_ptr<DB> db;
+
+ private:
+  static constexpr std::size_t kRegion = 4 << 20;
+  void open() {
+    Status s = internal::open_region<Config>({model_.base(), model_.size()}, options_, &db);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  pv::model model_;
+  pv::scoped_activation active_;
+  Options options_;
+};
+
+using kv = std::map<std::string, std::string>;
+
+TEST(WeakDurabilityTest, AWeakWriteIsVisibleAtOnceAndLostByACrashBeforePersist) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1").ok());
+  ASSERT_TRUE(store->Put("b", "1", weak()).ok());
+  ASSERT_TRUE(store->Put("a", "2", weak()).ok());
+  ASSERT_TRUE(store->Delete("c", weak()).ok());
+  std::string v;
+  ASSERT_TRUE(store->Get("a", &v).ok());
+  EXPECT_EQ(v, "2");
+  EXPECT_EQ(store.contents(), (kv{{"a", "2"}, {"b", "1"}}));
+  const Stats s = store->GetStats();
+  EXPECT_EQ(s.weak_writes, 3u);
+  EXPECT_EQ(s.unpersisted_writes, 3u);
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"a", "1"}}));
+}
+
+TEST(WeakDurabilityTest, PersistMakesEveryVisibleWeakWriteDurable) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1").ok());
+  WriteBatch batch;
+  batch.Put("b", "2");
+  batch.Delete("a");
+  ASSERT_TRUE(store->Write(batch, weak()).ok());
+  ASSERT_TRUE(store->Put("c", "3", weak()).ok());
+  ASSERT_TRUE(store->Persist().ok());
+  const Stats s = store->GetStats();
+  EXPECT_EQ(s.unpersisted_writes, 0u);
+  EXPECT_EQ(s.persist_calls, 1u);
+  EXPECT_EQ(s.weak_persists, 1u);
+  ASSERT_TRUE(store->Put("d", "4", weak()).ok());  // after the Persist: may be lost
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"b", "2"}, {"c", "3"}}));
+}
+
+TEST(WeakDurabilityTest, ASyncWriteMakesTheWeakWritesBeforeItDurable) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1", weak()).ok());
+  ASSERT_TRUE(store->Delete("a", weak()).ok());
+  ASSERT_TRUE(store->Put("b", "2", weak()).ok());
+  ASSERT_TRUE(store->Put("c", "3").ok());
+  EXPECT_EQ(store->GetStats().unpersisted_writes, 0u);
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"b", "2"}, {"c", "3"}}));
+}
+
+TEST(WeakDurabilityTest, ASyncBatchMakesTheWeakWritesBeforeItDurable) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1", weak()).ok());
+  WriteBatch batch;
+  batch.Put("b", "2");
+  batch.Put("c", "3");
+  ASSERT_TRUE(store->Write(batch).ok());
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"a", "1"}, {"b", "2"}, {"c", "3"}}));
+}
+
+TEST(WeakDurabilityTest, TheCloseMakesWeakWritesDurable) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1", weak()).ok());
+  store.db.reset();  // a clean close
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"a", "1"}}));
+}
+
+TEST(WeakDurabilityTest, PersistWithNothingToPersistWritesNothing) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1").ok());
+  const Stats before = store->GetStats();
+  ASSERT_TRUE(store->Persist().ok());
+  const Stats after = store->GetStats();
+  EXPECT_EQ(after.pwb, before.pwb);
+  EXPECT_EQ(after.pfence, before.pfence);
+  EXPECT_EQ(after.weak_persists, 0u);
+}
+
+// A weak put fences its node only (the window's version and link wait for Persist); its
+// write-backs are the node's lines and, at Persist, its two words.
+TEST(WeakDurabilityTest, AWeakPutCostsOneFenceAndPersistTwo) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1", weak()).ok());  // opens the window (one more fence)
+  constexpr int kPuts = 10;
+  const Stats before = store->GetStats();
+  for (int i = 0; i < kPuts; ++i) {
+    ASSERT_TRUE(store->Put("k" + std::to_string(i), "v", weak()).ok());
+  }
+  const Stats written = store->GetStats();
+  EXPECT_EQ(written.pfence - before.pfence, std::uint64_t{kPuts});
+  ASSERT_TRUE(store->Persist().ok());
+  const Stats persisted = store->GetStats();
+  EXPECT_EQ(persisted.pfence - written.pfence, 2u);
+  EXPECT_EQ(persisted.pwb - written.pwb, 2u * (kPuts + 1) + 1);  // the words, batch_mode
+}
+
+TEST(WeakDurabilityTest, TheWindowIsClosedWhenItsWordsRunOut) {
+  on_model_store<model_manual> store;
+  // 8192 noted words, two per put: the window closes on the 4097th put at the latest.
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(store->Put("k" + std::to_string(i % 50), "v" + std::to_string(i), weak()).ok());
+  }
+  const Stats s = store->GetStats();
+  EXPECT_GE(s.weak_persists, 1u);
+  EXPECT_LT(s.unpersisted_writes, 4097u);
+  EXPECT_EQ(s.persist_calls, 0u);
+}
+
+TEST(WeakDurabilityTest, ReclamationKeepsWhatAWeakWriteMadeObsoleteUntilItIsDurable) {
+  on_model_store<model_manual> store;
+  ASSERT_TRUE(store->Put("a", "1").ok());
+  ASSERT_TRUE(store->Put("a", "2", weak()).ok());
+  auto* e = engine_of<model_manual>(store.db.get());
+  e->TEST_reclaim_every(1);  // a reclamation pass after every combining pass
+  for (int i = 0; i < 20; ++i) {  // passes enough for the readers' mark to settle
+    ASSERT_TRUE(store->Put("b" + std::to_string(i), "1", weak()).ok());
+  }
+  EXPECT_EQ(e->TEST_versions("a").size(), 2u) << "version 1 of 'a' dropped while 2 is weak";
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"a", "1"}}));
+}
+
+TEST(WeakDurabilityTest, TheIntervalPersistsInTheBackground) {
+  Options o;
+  o.persist_interval = std::chrono::milliseconds(1);
+  on_model_store<model_manual> store(o);
+  ASSERT_TRUE(store->Put("a", "1", weak()).ok());
+  // Waits for the background thread (bounded: a test that never sees it fails).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (store->GetStats().weak_persists == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(store->GetStats().weak_persists, 1u);
+  EXPECT_EQ(store->GetStats().persist_calls, 0u);
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"a", "1"}}));
+}
+
+// In automatic mode every store is durable before the next one: a weak write is a sync one.
+TEST(WeakDurabilityTest, InAutomaticModeAWeakWriteIsDurableOnReturn) {
+  on_model_store<model_automatic> store;
+  ASSERT_TRUE(store->Put("a", "1", weak()).ok());
+  EXPECT_EQ(store->GetStats().unpersisted_writes, 0u);
+  store.crash_and_recover();
+  EXPECT_EQ(store.contents(), (kv{{"a", "1"}}));
+}
+
+TEST(WeakDurabilityTest, PersistOnAReadOnlyStoreIsOk) {
+  temp_pool_path path("weak-read-only");
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(pool_edit::creating(), path.str(), &db).ok());
+    ASSERT_TRUE(db->Put("a", "1", weak()).ok());
+  }
+  Options o;
+  o.read_only = true;
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(o, path.str(), &db).ok());
+  EXPECT_TRUE(db->Persist().ok());
+  EXPECT_TRUE(db->Put("b", "2", weak()).IsInvalidArgument());
+  std::string v;
+  ASSERT_TRUE(db->Get("a", &v).ok());
+  EXPECT_EQ(v, "1");
+}
+
+// Writers of weak and sync writes at once, and threads calling Persist: every write is
+// visible on return, and the store holds the last write of each key after a Persist.
+TEST(WeakDurabilityTest, WeakAndSyncWritersAndPersistsRunTogether) {
+  region memory(64 << 20);
+  auto db = open_in<internal::default_config>(memory);
+  constexpr int kThreads = 4, kPuts = 2000;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      WriteOptions o;
+      for (int i = 0; i < kPuts; ++i) {
+        o.sync = (i + t) % 3 == 0;
+        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i % 37);
+        const std::string value = std::to_string(i);
+        if (!db->Put(key, value, o).ok()) failures.fetch_add(1);
+        std::string read;
+        if (!db->Get(key, &read).ok() || read != value) failures.fetch_add(1);
+        if (i % 100 == 99 && !db->Persist().ok()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_TRUE(db->Persist().ok());
+  EXPECT_EQ(db->GetStats().unpersisted_writes, 0u);
+  for (int t = 0; t < kThreads; ++t) {
+    for (int k = 0; k < 37; ++k) {
+      int last = -1;
+      for (int i = 0; i < kPuts; ++i) {
+        if (i % 37 == k) last = i;
+      }
+      std::string v;
+      ASSERT_TRUE(db->Get("t" + std::to_string(t) + "-" + std::to_string(k), &v).ok());
+      EXPECT_EQ(v, std::to_string(last));
+    }
+  }
+}
+
+}  // namespace
