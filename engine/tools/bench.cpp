@@ -105,6 +105,7 @@ struct worker {
   latency_histogram latency;
   std::uint64_t ops = 0;    // operations done (entries, for fillbatch)
   std::uint64_t found = 0;  // reads that found their key
+  std::uint64_t unpersisted = 0;  // --sync=0: writes since this worker's last Persist()
   std::string value;        // where reads put their value, reused as db_bench does
   steady::time_point start, finish;
   Status status;
@@ -215,6 +216,9 @@ class bench_runner {
   Status run_fillbatch(std::size_t position, result* r);
   Status run_readwhilewriting(std::size_t position, result* r);
   Status run_recover(std::size_t position, result* r);
+  WriteOptions write_options() const;
+  Status persist_now_and_then(worker& w, std::uint64_t writes);
+  Status persist_at_end();
 
  private:
   using body = std::function<Status(worker&, const std::atomic<bool>& stop)>;
@@ -421,15 +425,37 @@ Status bench_runner::run_writes(std::size_t position, key_order order, write_op 
       Status s;
       if (op == write_op::put) {
         std::string_view value = values_.next(w.value_position);
-        s = timed(w, [&] { return db_->Put(key, value); });
+        s = timed(w, [&] { return db_->Put(key, value, write_options()); });
       } else {
-        s = timed(w, [&] { return db_->Delete(key); });
+        s = timed(w, [&] { return db_->Delete(key, write_options()); });
       }
       if (!s.ok()) return s;
       ++w.ops;
+      if (Status p = persist_now_and_then(w, 1); !p.ok()) return p;
     }
-    return Status::OK();
+    return persist_at_end();
   }, r);
+}
+
+WriteOptions bench_runner::write_options() const {
+  WriteOptions o;
+  o.sync = config_.sync;
+  return o;
+}
+
+// With --sync=0: a Persist() after every --persist_every writes of this worker (counted in
+// its `unpersisted`); its time counts in the run's, not in the latency of a write.
+Status bench_runner::persist_now_and_then(worker& w, std::uint64_t writes) {
+  if (config_.sync || config_.persist_every == 0) return Status::OK();
+  w.unpersisted += writes;
+  if (w.unpersisted < config_.persist_every) return Status::OK();
+  w.unpersisted = 0;
+  return db_->Persist();
+}
+
+// With --sync=0: the run's weak writes are made durable before it counts as done.
+Status bench_runner::persist_at_end() {
+  return config_.sync ? Status::OK() : db_->Persist();
 }
 
 // After the reads: "(found of ops found)".
@@ -477,12 +503,13 @@ Status bench_runner::run_fillbatch(std::size_t position, result* r) {
       for (std::uint64_t j = 0; j < n; ++j) {
         batch.Put(w.keys.key(i + j), values_.next(w.value_position));
       }
-      Status s = timed(w, [&] { return db_->Write(batch); });
+      Status s = timed(w, [&] { return db_->Write(batch, write_options()); });
       if (!s.ok()) return s;
       w.ops += n;
       i += n;
+      if (Status p = persist_now_and_then(w, 1); !p.ok()) return p;
     }
-    return Status::OK();
+    return persist_at_end();
   }, r);
 }
 
@@ -503,10 +530,11 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
         std::string_view key = w.keys.key(w.random.uniform(num));
         std::string_view value = values_.next(w.value_position);
         // Not timed: only the readers' latencies are reported.
-        if (Status st = db.Put(key, value); !st.ok()) return st;
+        if (Status st = db.Put(key, value, write_options()); !st.ok()) return st;
+        if (Status p = persist_now_and_then(w, 1); !p.ok()) return p;
         ++w.ops;
       }
-      return Status::OK();
+      return persist_at_end();
     }
     Status result_status;
     for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
@@ -603,6 +631,12 @@ void bench_runner::print_header(const Stats& stats) const {
               static_cast<unsigned long long>(config_.value_size));
   std::printf("Entries:       %llu\n", static_cast<unsigned long long>(config_.num));
   std::printf("Threads:       %llu\n", static_cast<unsigned long long>(config_.threads));
+  if (config_.sync) {
+    std::printf("Writes:        durable on return (sync)\n");
+  } else {
+    std::printf("Writes:        weak (sync = false), Persist() every %llu writes per thread\n",
+                static_cast<unsigned long long>(config_.persist_every));
+  }
   std::printf("Pool:          %s, %.1f MiB%s\n", path_.c_str(),
               double(stats.pool_size) / double(1 << 20),
               own_pool_ ? " (removed at exit)" : "");
@@ -667,6 +701,8 @@ Status bench_runner::write_json() const {
     field("pwb_per_op", json_number(r.pwb_per_op));
     field("pfence_per_op", json_number(r.pfence_per_op));
     field("threads", integer(config_.threads));
+    field("sync", config_.sync ? "true" : "false");
+    if (!config_.sync) field("persist_every", integer(config_.persist_every));
     field("num", integer(config_.num));
     field("key_size", integer(config_.key_size));
     field("value_size", integer(config_.value_size));
@@ -818,6 +854,8 @@ bench_config parse_bench_config(arguments& args) {
   c.value_size = args.number("value_size", c.value_size, 0, kMaxValueSize);
   c.batch_size = args.number("batch_size", c.batch_size, 1, 1u << 20);
   c.seek_nexts = args.number("seek_nexts", c.seek_nexts, 0, 1u << 20);
+  c.sync = args.number("sync", 1, 0, 1) == 1;
+  c.persist_every = args.number("persist_every", c.persist_every, 0, kMaxNum);
   c.db = args.text("db");
   if (c.db && c.db->empty()) throw usage_error("--db: empty path");
   c.use_existing_db = args.flag("use_existing_db");
@@ -879,6 +917,10 @@ std::string bench_usage() {
          "  --value_size=B      bytes per value (default 64)\n"
          "  --batch_size=N      puts per WriteBatch in fillbatch (default 100)\n"
          "  --seek_nexts=N      Next() calls after each Seek in seekrandom (default 10)\n"
+         "  --sync=0|1          1: every write durable on return (default); 0: weak writes\n"
+         "                      (WriteOptions::sync = false), each thread calling Persist()\n"
+         "                      after every --persist_every of its writes (default 1000; 0:\n"
+         "                      never) and once at its end, inside the timed run\n"
          "  --db=PATH           the pool file (default: a fresh pool in /dev/shm, removed at "
          "exit)\n"
          "  --use_existing_db   benchmark the existing pool at --db; fill* are skipped\n"

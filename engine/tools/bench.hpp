@@ -32,6 +32,8 @@ struct bench_config {
   std::uint64_t value_size = 64;
   std::uint64_t batch_size = 100;
   std::uint64_t seek_nexts = 10;
+  bool sync = true;                 // WriteOptions::sync of every write
+  std::uint64_t persist_every = 1000;  // with sync false: each thread's writes per Persist()
   std::optional<std::string> db;  // nullopt: a fresh pool in /dev/shm, removed at exit
   bool use_existing_db = false;
   std::optional<std::uint64_t> pool_size;  // nullopt: default_pool_size(config)

@@ -74,6 +74,7 @@ struct json {
   std::variant<std::nullptr_t, bool, double, std::string, json_array, json_object> v;
   bool is_null() const { return std::holds_alternative<std::nullptr_t>(v); }
   double number() const { return std::get<double>(v); }
+  bool boolean() const { return std::get<bool>(v); }
   const std::string& string() const { return std::get<std::string>(v); }
   const json_array& array() const { return std::get<json_array>(v); }
   const json_object& object() const { return std::get<json_object>(v); }
@@ -764,6 +765,33 @@ TEST_F(ToolsTest, BenchWritePassesCoverTheKeySpace) {
   EXPECT_GT(deleted.at("pool_used").number(), 0);
   EXPECT_NE(o.out.find("  space: 0 live keys; pool "), std::string::npos) << o.out;
   EXPECT_NE(o.out.find(" MiB, - B/key; DRAM "), std::string::npos) << o.out;
+}
+
+TEST_F(ToolsTest, BenchWeakWritesArePersistedWithinTheRun) {
+  const std::string json_file = (dir_ / "weak.json").string();
+  const std::string db = (dir_ / "weak.pool").string();
+  outcome o = flintkv({"bench", "--benchmarks=fillrandom,fillbatch,readrandom", "--num=3000",
+                       "--threads=2", "--sync=0", "--persist_every=100", "--db=" + db,
+                       "--json=" + json_file});
+  ASSERT_EQ(o.exit_code, 0) << o.out << o.err;
+  EXPECT_NE(o.out.find("Writes:        weak (sync = false), Persist() every 100 writes"),
+            std::string::npos)
+      << o.out;
+  json doc = json_reader(read_file(json_file)).document();
+  ASSERT_EQ(doc.array().size(), 3u);
+  for (const json& r : doc.array()) {
+    EXPECT_FALSE(r.object().at("sync").boolean());
+    EXPECT_EQ(r.object().at("persist_every").number(), 100);
+  }
+  const json_object& fill = doc.array()[0].object();
+  EXPECT_EQ(fill.at("live_keys").number(), 3000);
+  // In manual mode a weak put fences its node only (the window's two fences are shared by
+  // the 100 puts before each Persist); a sync put fences its link as well.
+  if (fill.at("configuration").string().starts_with("manual")) {
+    EXPECT_LT(fill.at("pfence_per_op").number(), 1.5) << o.out;
+  }
+  EXPECT_NE(result_lines(o.out, "readrandom").at(0).find("(3000 of 3000 found)"),
+            std::string::npos);
 }
 
 TEST_F(ToolsTest, BenchUsesAnExistingPoolOnlyWhenAsked) {
