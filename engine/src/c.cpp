@@ -2,6 +2,7 @@
 // an error string and keep every C++ exception inside.
 #include "flintkv/c.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -151,6 +152,10 @@ constexpr property kProperties[] = {
     {"flintkv.batches", &Stats::batches, nullptr, nullptr},
     {"flintkv.gets", &Stats::gets, nullptr, nullptr},
     {"flintkv.iterators", &Stats::iterators, nullptr, nullptr},
+    {"flintkv.weak-writes", &Stats::weak_writes, nullptr, nullptr},
+    {"flintkv.persist-calls", &Stats::persist_calls, nullptr, nullptr},
+    {"flintkv.weak-persists", &Stats::weak_persists, nullptr, nullptr},
+    {"flintkv.unpersisted-writes", &Stats::unpersisted_writes, nullptr, nullptr},
     {"flintkv.pwb", &Stats::pwb, nullptr, nullptr},
     {"flintkv.pfence", &Stats::pfence, nullptr, nullptr},
     {"flintkv.visible-version", &Stats::visible_version, nullptr, nullptr},
@@ -232,6 +237,18 @@ void flintkv_delete(flintkv_t* db, const flintkv_writeoptions_t* options, const 
     save(errptr, db->rep->Delete(bytes(key, keylen), write_options(options)));
   } catch (...) {
     save_exception(errptr, "flintkv_delete");
+  }
+}
+
+void flintkv_persist(flintkv_t* db, char** errptr) {
+  if (db == nullptr) {
+    null_argument(errptr, "flintkv_persist", "db");
+    return;
+  }
+  try {
+    save(errptr, db->rep->Persist());
+  } catch (...) {
+    save_exception(errptr, "flintkv_persist");
   }
 }
 
@@ -526,6 +543,9 @@ void flintkv_options_set_read_only(flintkv_options_t* options, unsigned char v) 
 void flintkv_options_set_thread_slots(flintkv_options_t* options, unsigned slots) {
   options->rep.thread_slots = slots;
 }
+void flintkv_options_set_persist_interval_ms(flintkv_options_t* options, uint64_t ms) {
+  options->rep.persist_interval = std::chrono::milliseconds(ms);
+}
 
 flintkv_readoptions_t* flintkv_readoptions_create(void) {
   return new (std::nothrow) flintkv_readoptions_t;
@@ -571,6 +591,9 @@ flintkv_writeoptions_t* flintkv_writeoptions_create(void) {
   return new (std::nothrow) flintkv_writeoptions_t;
 }
 void flintkv_writeoptions_destroy(flintkv_writeoptions_t* options) { delete options; }
+void flintkv_writeoptions_set_sync(flintkv_writeoptions_t* options, unsigned char v) {
+  options->rep.sync = v != 0;
+}
 
 // ---- Utility ----
 

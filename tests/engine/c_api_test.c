@@ -259,6 +259,42 @@ static void write_group(flintkv_t* db, flintkv_writebatch_t* batch, int generati
   CHECK_NO_ERROR(err);
 }
 
+static void test_weak_writes(void) {
+  current_test = "weak_writes";
+  char path[256];
+  pool_path(path, sizeof path, "weak");
+  flintkv_t* db = open_new(path);
+  flintkv_writeoptions_t* weak = flintkv_writeoptions_create();
+  CHECK(weak != NULL, "writeoptions_create");
+  flintkv_writeoptions_set_sync(weak, 0);
+  char* err = NULL;
+  flintkv_put(db, weak, "w", 1, "1", 1, &err);
+  CHECK_NO_ERROR(err);
+  expect_value(db, NULL, "w", "1"); /* visible at once */
+  uint64_t unpersisted = 0;
+  CHECK(flintkv_property_int(db, "flintkv.unpersisted-writes", &unpersisted) == 0,
+        "flintkv.unpersisted-writes");
+  flintkv_persist(db, &err);
+  CHECK_NO_ERROR(err);
+  CHECK(flintkv_property_int(db, "flintkv.unpersisted-writes", &unpersisted) == 0 &&
+            unpersisted == 0,
+        "no weak write waits after flintkv_persist (%llu)", (unsigned long long)unpersisted);
+  uint64_t calls = 0;
+  CHECK(flintkv_property_int(db, "flintkv.persist-calls", &calls) == 0 && calls == 1,
+        "flintkv.persist-calls");
+  flintkv_persist(NULL, &err);
+  CHECK(err != NULL, "flintkv_persist(NULL) is an error");
+  flintkv_free(err);
+  err = NULL;
+  flintkv_writeoptions_destroy(weak);
+  flintkv_close(db);
+  db = flintkv_open(NULL, path, &err);
+  CHECK_NO_ERROR(err);
+  expect_value(db, NULL, "w", "1");
+  flintkv_close(db);
+  unlink(path);
+}
+
 static void test_batch(void) {
   current_test = "batch";
   char path[256];
@@ -657,6 +693,7 @@ static void test_errors(void) {
 int main(void) {
   atexit(remove_pools);
   test_round_trip();
+  test_weak_writes();
   test_batch();
   test_snapshot();
   test_iterator();

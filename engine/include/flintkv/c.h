@@ -70,7 +70,8 @@ flintkv_t* flintkv_open(const flintkv_options_t* options, const char* path, char
 /* Closes the database. REQUIRES: its iterators destroyed and snapshots released. */
 void flintkv_close(flintkv_t* db);
 
-/* Stores `val` for `key`, durably. `options` may be NULL (the defaults). */
+/* Stores `val` for `key`, durably (or weakly: flintkv_writeoptions_set_sync). `options` may
+   be NULL (the defaults). */
 void flintkv_put(flintkv_t* db, const flintkv_writeoptions_t* options, const char* key,
                  size_t keylen, const char* val, size_t vallen, char** errptr);
 
@@ -82,6 +83,10 @@ void flintkv_delete(flintkv_t* db, const flintkv_writeoptions_t* options, const 
    them or none. One bad entry (e.g. an oversized key) fails the whole batch. */
 void flintkv_write(flintkv_t* db, const flintkv_writeoptions_t* options,
                    const flintkv_writebatch_t* batch, char** errptr);
+
+/* Makes every write visible when it was called durable (writes made with sync 0), and
+   returns when they are. Nothing to do (or a read-only database): returns at once. */
+void flintkv_persist(flintkv_t* db, char** errptr);
 
 /* The value of `key` at the snapshot in `options` (or now): a malloc()ed buffer of
    *vallen bytes (not NUL-terminated; never NULL for a found key, even an empty value).
@@ -194,6 +199,9 @@ void flintkv_options_set_pool_size(flintkv_options_t* options, size_t bytes);
 void flintkv_options_set_read_only(flintkv_options_t* options, unsigned char v);
 /* Writers that can be attaching at once (default 64, at most FLINTKV_MAX_THREAD_SLOTS). */
 void flintkv_options_set_thread_slots(flintkv_options_t* options, unsigned slots);
+/* Writes made with sync 0 are persisted at least this often, in milliseconds, by a
+   background thread (default 0: no thread). */
+void flintkv_options_set_persist_interval_ms(flintkv_options_t* options, uint64_t ms);
 
 /* Returns NULL when DRAM has run out. REQUIRES (the setters): options non-NULL. */
 flintkv_readoptions_t* flintkv_readoptions_create(void);
@@ -214,10 +222,13 @@ void flintkv_readoptions_set_iterate_lower_bound(flintkv_readoptions_t* options,
 void flintkv_readoptions_set_iterate_upper_bound(flintkv_readoptions_t* options,
                                                  const char* key, size_t keylen);
 
-/* Every completed write is durable: there is nothing to set yet. Returns NULL when DRAM has
-   run out. */
+/* Returns NULL when DRAM has run out. */
 flintkv_writeoptions_t* flintkv_writeoptions_create(void);
 void flintkv_writeoptions_destroy(flintkv_writeoptions_t* options);
+/* 1 (the default): a write is durable when it returns. 0: visible when it returns, durable
+   at the next flintkv_persist, sync write, persist interval or close; a crash keeps the
+   writes up to some point of their order (docs/engine-guide.md, "Weak writes"). */
+void flintkv_writeoptions_set_sync(flintkv_writeoptions_t* options, unsigned char v);
 
 /* ---- Utility ----------------------------------------------------------------------- */
 
