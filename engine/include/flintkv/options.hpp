@@ -53,4 +53,11 @@ struct ReadOptions {
 // Every completed write is durable; there is nothing to choose yet.
 struct WriteOptions {};
 
+// For DB::BeginTransaction.
+struct TransactionOptions {
+  // Check each value the transaction reads from the store (Get, and each entry its
+  // iterators stop at) against its node's checksum, as ReadOptions::verify_checksums does.
+  bool verify_checksums = true;
+};
+
 }  // namespace flintkv
