@@ -141,30 +141,30 @@ TEST_F(OutOfMemoryTest, TheReserveOfIteratorsIsReturned) {
 }
 
 TEST_F(OutOfMemoryTest, BeginTransactionReturnsATransactionThatSaysNoSpace) {
-  std::vector<std::unique_ptr<Transaction>> held;
-  held.reserve(2);
+  std::unique_ptr<Transaction> txn;
   bool threw = false;
-  std::vector<Status> statuses;
-  statuses.reserve(8);
+  Status statuses[6];
   {
     failing_allocations scope;
     try {
-      held.push_back(db_->BeginTransaction());
-      std::string v;
-      statuses.push_back(held[0]->Get("k", &v));
-      statuses.push_back(held[0]->Put("k", "w"));
-      statuses.push_back(held[0]->Delete("k"));
-      statuses.push_back(held[0]->Commit());
-      statuses.push_back(held[0]->Rollback());
-      statuses.push_back(held[0]->NewIterator()->status());
+      txn = db_->BeginTransaction();
+      if (txn) {
+        std::string v;
+        statuses[0] = txn->Get("k", &v);
+        statuses[1] = txn->Put("k", "w");
+        statuses[2] = txn->Delete("k");
+        statuses[3] = txn->Commit();
+        statuses[4] = txn->Rollback();
+        statuses[5] = txn->NewIterator()->status();
+      }
     } catch (const std::bad_alloc&) {
       threw = true;
     }
   }
   EXPECT_FALSE(threw) << "std::bad_alloc crossed the API";
-  ASSERT_EQ(statuses.size(), 6u);
+  ASSERT_NE(txn, nullptr);
   for (const Status& s : statuses) EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
-  held.clear();
+  txn.reset();
   EXPECT_EQ(db_->GetStats().snapshots, 0u);
   std::string v;
   ASSERT_TRUE(db_->Get("k", &v).ok());
