@@ -106,6 +106,7 @@ struct worker {
   std::uint64_t ops = 0;    // operations done (entries, for fillbatch)
   std::uint64_t found = 0;  // reads that found their key
   std::uint64_t unpersisted = 0;  // --sync=0: writes since this worker's last Persist()
+  std::uint64_t aborts = 0;  // transactions whose commit was refused (Busy), for transfer
   std::string value;        // where reads put their value, reused as db_bench does
   steady::time_point start, finish;
   Status status;
@@ -165,7 +166,7 @@ struct result {
   double pwb_per_op = 0, pfence_per_op = 0;
   std::string message;  // extra text at the end of the line
   // Benchmark-specific fields, written to JSON when set.
-  std::optional<std::uint64_t> found, writer_puts, batch_size, seek_nexts;
+  std::optional<std::uint64_t> found, writer_puts, batch_size, seek_nexts, aborts;
   std::optional<double> reopen_seconds, recovery_seconds, insert_seconds, ratio;
   std::optional<std::uint64_t> recovered_versions;
   space_use space;  // after the benchmark
@@ -186,6 +187,7 @@ void add_workers(const std::vector<worker>& workers, std::size_t count, result* 
     r->thread_seconds += seconds_between(w.start, w.finish);
     r->latency.merge(w.latency);
     if (r->found) *r->found += w.found;
+    if (r->aborts) *r->aborts += w.aborts;
   }
   r->seconds = seconds_between(first, last);
 }
@@ -219,6 +221,7 @@ class bench_runner {
   WriteOptions write_options() const;
   Status persist_now_and_then(worker& w, std::uint64_t writes);
   Status persist_at_end();
+  Status run_transfer(std::size_t position, result* r);
 
  private:
   using body = std::function<Status(worker&, const std::atomic<bool>& stop)>;
@@ -301,6 +304,9 @@ constexpr benchmark kBenchmarks[] = {
     {"recover", "times reopening (recovering) the store, and inserting as many keys afresh",
      pool_use::reads,
      [](bench_runner& b, std::size_t p, result* r) { return b.run_recover(p, r); }},
+    {"transfer", "num transactions, each reads two random keys and writes both; retries on Busy",
+     pool_use::adds_versions,
+     [](bench_runner& b, std::size_t p, result* r) { return b.run_transfer(p, r); }},
 };
 
 // The row named `name`; nullptr if there is none.
@@ -556,6 +562,39 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
   return Status::OK();
 }
 
+// Each operation a transaction moving value between two random keys: it reads both and
+// writes both (new values from the value source), committing, or beginning again while the
+// commit is Busy. The latency is the whole transaction's, retries included.
+Status bench_runner::run_transfer(std::size_t position, result* r) {
+  r->aborts = 0;
+  Status s = measure(position, random_ops([this](worker& w, std::uint64_t k) {
+    const std::string from(w.keys.key(k));
+    const std::string to(w.keys.key(w.random.uniform(config_.num)));
+    return timed(w, [&]() -> Status {
+      while (true) {
+        std::unique_ptr<Transaction> txn = db_->BeginTransaction(write_options());
+        for (const std::string* key : {&from, &to}) {
+          if (Status st = txn->Get(*key, &w.value); !st.ok() && !st.IsNotFound()) return st;
+        }
+        for (const std::string* key : {&from, &to}) {
+          if (Status st = txn->Put(*key, values_.next(w.value_position)); !st.ok()) return st;
+        }
+        Status st = txn->Commit();
+        if (st.ok()) return persist_now_and_then(w, 1);
+        if (!st.IsBusy()) return st;
+        ++w.aborts;
+      }
+    });
+  }), r);
+  if (s.ok()) s = persist_at_end();
+  const double attempts = double(r->ops + *r->aborts);
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.2f%%",
+                attempts > 0 ? 100.0 * double(*r->aborts) / attempts : 0.0);
+  r->message = "(" + std::to_string(*r->aborts) + " aborts: " + rate + " of commits Busy)";
+  return s;
+}
+
 // Closes the store, times DB::Open (which recovers it), then times inserting as many keys
 // as recovery found versions, in random order, into a fresh pool with --threads threads.
 Status bench_runner::run_recover(std::size_t position, result* r) {
@@ -711,6 +750,7 @@ Status bench_runner::write_json() const {
     if (r.writer_puts) field("writer_puts", integer(*r.writer_puts));
     if (r.batch_size) field("batch_size", integer(*r.batch_size));
     if (r.seek_nexts) field("seek_nexts", integer(*r.seek_nexts));
+    if (r.aborts) field("aborts", integer(*r.aborts));
     if (r.reopen_seconds) field("reopen_seconds", json_number(*r.reopen_seconds));
     if (r.recovery_seconds) field("recovery_seconds", json_number(*r.recovery_seconds));
     if (r.recovered_versions) field("recovered_versions", integer(*r.recovered_versions));

@@ -1,5 +1,6 @@
 // Running out of DRAM is a Status, never an exception across the API: GetSnapshot returns
-// nullptr, NewIterator an iterator that is not Valid and whose status() is NoSpace.
+// nullptr, NewIterator an iterator that is not Valid and whose status() is NoSpace,
+// BeginTransaction a transaction whose every call returns NoSpace.
 //
 // The allocation failure is injected by replacing the global operator new in this test
 // binary only (the engine is built exactly as for release): while a failing_allocations
@@ -137,6 +138,63 @@ TEST_F(OutOfMemoryTest, TheReserveOfIteratorsIsReturned) {
     EXPECT_EQ(held[n], nullptr) << "the reserve holds " << n;
     held.clear();
   }
+}
+
+TEST_F(OutOfMemoryTest, BeginTransactionReturnsATransactionThatSaysNoSpace) {
+  std::unique_ptr<Transaction> txn;
+  bool threw = false;
+  Status statuses[6];
+  {
+    failing_allocations scope;
+    try {
+      txn = db_->BeginTransaction();
+      if (txn) {
+        std::string v;
+        statuses[0] = txn->Get("k", &v);
+        statuses[1] = txn->Put("k", "w");
+        statuses[2] = txn->Delete("k");
+        statuses[3] = txn->Commit();
+        statuses[4] = txn->Rollback();
+        statuses[5] = txn->NewIterator()->status();
+      }
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+  }
+  EXPECT_FALSE(threw) << "std::bad_alloc crossed the API";
+  ASSERT_NE(txn, nullptr);
+  for (const Status& s : statuses) EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  txn.reset();
+  EXPECT_EQ(db_->GetStats().snapshots, 0u);
+  std::string v;
+  ASSERT_TRUE(db_->Get("k", &v).ok());
+  EXPECT_EQ(v, "v");
+}
+
+// A transaction set up with memory whose calls then find none: NoSpace, nothing applied,
+// and its Commit ends it all the same.
+TEST_F(OutOfMemoryTest, TransactionCallsWithoutMemory) {
+  auto txn = db_->BeginTransaction();
+  ASSERT_TRUE(txn->Put("a", "1").ok());
+  Status put, commit;
+  bool threw = false;
+  const std::string long_key(100, 'b');  // more than a string holds inline
+  {
+    failing_allocations scope;
+    try {
+      put = txn->Put(long_key, "2");
+      commit = txn->Commit();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+  }
+  EXPECT_FALSE(threw) << "std::bad_alloc crossed the API";
+  EXPECT_TRUE(put.IsNoSpace()) << put.ToString();
+  EXPECT_TRUE(commit.IsNoSpace()) << commit.ToString();
+  EXPECT_TRUE(txn->Put("a", "3").IsInvalidArgument());  // the failed Commit ended it
+  std::string v;
+  EXPECT_TRUE(db_->Get("a", &v).IsNotFound());
+  EXPECT_EQ(db_->GetStats().snapshots, 0u);
 }
 
 }  // namespace

@@ -689,6 +689,9 @@ TEST_F(ToolsTest, BenchRunsEveryBenchmarkAndWritesJson) {
   EXPECT_EQ(by_name["seekrandom"].at("seek_nexts").number(), 10);
   EXPECT_EQ(by_name["fillbatch"].at("batch_size").number(), 100);
   EXPECT_LE(by_name["readwhilewriting"].at("writer_puts").number(), 2000);
+  // One thread: no other writer, so no transfer's commit is refused.
+  ASSERT_TRUE(by_name["transfer"].contains("aborts"));
+  EXPECT_EQ(by_name["transfer"].at("aborts").number(), 0);
   const json_object& rec = by_name["recover"];
   for (const char* field : {"reopen_seconds", "insert_seconds", "ratio", "recovered_versions"}) {
     ASSERT_TRUE(rec.contains(field)) << field;

@@ -241,6 +241,14 @@ TEST(WeakDurabilityTest, PersistOnAReadOnlyStoreIsOk) {
   EXPECT_EQ(v, "1");
 }
 
+std::string key_for(int thread, int k) {
+  std::string key = "t";
+  key += std::to_string(thread);
+  key += '-';
+  key += std::to_string(k);
+  return key;
+}
+
 // Writers of weak and sync writes at once, and threads calling Persist: every write is
 // visible on return, and the store holds the last write of each key after a Persist.
 TEST(WeakDurabilityTest, WeakAndSyncWritersAndPersistsRunTogether) {
@@ -254,7 +262,7 @@ TEST(WeakDurabilityTest, WeakAndSyncWritersAndPersistsRunTogether) {
       WriteOptions o;
       for (int i = 0; i < kPuts; ++i) {
         o.sync = (i + t) % 3 == 0;
-        const std::string key = "t" + std::to_string(t) + "-" + std::to_string(i % 37);
+        const std::string key = key_for(t, i % 37);
         const std::string value = std::to_string(i);
         if (!db->Put(key, value, o).ok()) failures.fetch_add(1);
         std::string read;
@@ -274,7 +282,7 @@ TEST(WeakDurabilityTest, WeakAndSyncWritersAndPersistsRunTogether) {
         if (i % 37 == k) last = i;
       }
       std::string v;
-      ASSERT_TRUE(db->Get("t" + std::to_string(t) + "-" + std::to_string(k), &v).ok());
+      ASSERT_TRUE(db->Get(key_for(t, k), &v).ok());
       EXPECT_EQ(v, std::to_string(last));
     }
   }

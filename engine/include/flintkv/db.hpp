@@ -16,7 +16,7 @@
 // earlier one.
 //
 // Thread safety: a DB may be used by any number of threads at once without locking.
-// Snapshots and iterators must be released/destroyed before the DB.
+// Snapshots, iterators and transactions must be released/destroyed before the DB.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,7 @@
 #include "flintkv/options.hpp"
 #include "flintkv/snapshot.hpp"
 #include "flintkv/status.hpp"
+#include "flintkv/transaction.hpp"
 #include "flintkv/write_batch.hpp"
 
 namespace flintkv {
@@ -192,6 +193,13 @@ class DB {
   // only if not even that can be had: the heap is exhausted and 64 such iterators are
   // alive).
   virtual std::unique_ptr<Iterator> NewIterator(const ReadOptions& options = {}) = 0;
+
+  // A serializable transaction reading at a snapshot taken now (transaction.hpp); its
+  // commit is written with `write_options`. Never nullptr: out of DRAM, a transaction whose
+  // every call returns NoSpace. On a DB opened read-only, its reads work and its writes
+  // return InvalidArgument.
+  virtual std::unique_ptr<Transaction> BeginTransaction(
+      const WriteOptions& write_options = {}, const TransactionOptions& options = {}) = 0;
 
   virtual Stats GetStats() = 0;
 };

@@ -67,4 +67,11 @@ struct WriteOptions {
   bool sync = true;
 };
 
+// For DB::BeginTransaction.
+struct TransactionOptions {
+  // Check each value the transaction reads from the store (Get, and each entry its
+  // iterators stop at) against its node's checksum, as ReadOptions::verify_checksums does.
+  bool verify_checksums = true;
+};
+
 }  // namespace flintkv

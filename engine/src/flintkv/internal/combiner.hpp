@@ -28,8 +28,9 @@
 
 namespace flintkv::internal {
 
-// failed: stale neighbours, locate and prepare again; exhausted: no version is left.
-enum class slot_state : std::uint8_t { idle, ready, done, failed, exhausted };
+// failed: stale neighbours, locate and prepare again; exhausted: no version is left;
+// conflict: a transaction's validation refused it (transaction.hpp), nothing was attached.
+enum class slot_state : std::uint8_t { idle, ready, done, failed, exhausted, conflict };
 
 template <class Request>
 class combiner {

@@ -24,6 +24,8 @@
 //      leaves at most linked nodes with the uncommitted marker or versions nobody has seen.
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode idle fenced; then visible_version.
+//      A transaction's commit is a batch, validated under the lock before any of this
+//      (transaction.hpp); a refused one writes nothing.
 //  (3a) Weak writes (WriteOptions::sync = false) open a window: commit_version (every version
 //      up to it durable) and batch_mode active, fenced, as for a batch; recovery drops the
 //      versions above commit_version while the window is open. Inside it the combiner stores
@@ -77,6 +79,7 @@
 #include "flintkv/internal/no_memory_iterator.hpp"
 #include "flintkv/internal/reclamation.hpp"
 #include "flintkv/internal/recovery.hpp"
+#include "flintkv/internal/transaction.hpp"
 
 namespace flintkv::internal {
 
@@ -103,7 +106,7 @@ struct engine_config {
 };
 
 template <class Config, engine_storage Storage>
-class engine final : public DB {
+class engine final : public DB, private transaction_host {
   using P = typename Config::policy;
   using M = typename Config::mode;
   using io = durable<P, M>;
@@ -185,6 +188,12 @@ class engine final : public DB {
       persist_weak_writes();
       return Status::OK();
     });
+  }
+
+  // A transaction (transaction.hpp) whose commit is a batch validated by the combiner.
+  std::unique_ptr<Transaction> BeginTransaction(const WriteOptions& write_options,
+                                                const TransactionOptions& options) override {
+    return begin_transaction(*this, *this, write_options, options);
   }
 
   // ---- reads -----------------------------------------------------------------------------
@@ -291,6 +300,10 @@ class engine final : public DB {
            std::string(P::backend::name()) + " flushes";
   }
 
+  // Test hook: commits of transactions skip their validation (a broken variant, for tests
+  // that show their checkers catch non-serializable histories).
+  void TEST_skip_validation(bool skip) { test_skip_validation_.store(skip); }
+
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
 
@@ -383,6 +396,7 @@ class engine final : public DB {
     update* one = nullptr;                 // a put or delete
     std::vector<update>* batch = nullptr;  // or a batch
     bool weak = false;                     // a batch made with WriteOptions::sync = false
+    txn_validation* txn = nullptr;         // the batch is a transaction's commit
   };
   using combiner_t = combiner<request>;
 
@@ -557,7 +571,7 @@ class engine final : public DB {
     }
   }
 
-  Status write_batch(const WriteBatch& batch, bool weak) {
+  Status write_batch(const WriteBatch& batch, bool weak, txn_validation* txn = nullptr) {
     // One entry per key, the batch's last; sorted, so neighbours rarely go stale.
     std::map<std::string_view, const WriteBatch::Entry*> last;
     for (const WriteBatch::Entry& e : batch.entries()) {
@@ -576,7 +590,7 @@ class engine final : public DB {
       u.tombstone = e->kind == WriteBatch::Kind::kDelete;
     }
     const Status s =
-        reclaiming_when_full(updates, [&] { return try_write_batch(updates, weak); });
+        reclaiming_when_full(updates, [&] { return try_write_batch(updates, weak, txn); });
     if (s.ok()) {
       batches_.add();
       if (weak) weak_writes_.add();
@@ -586,7 +600,7 @@ class engine final : public DB {
     return s;
   }
 
-  Status try_write_batch(std::vector<update>& updates, bool weak) {
+  Status try_write_batch(std::vector<update>& updates, bool weak, txn_validation* txn) {
     auto pinned = pin();
     for (update& u : updates) {
       locate(u);
@@ -595,10 +609,14 @@ class engine final : public DB {
     }
     io::fence();  // one fence for every node of the batch
     typename combiner_t::lease me(combiner_);
-    me->request = {nullptr, &updates, weak};
+    me->request = {nullptr, &updates, weak, txn};
     io::hand_off();
     // A batch is never sent back for stale neighbours (attach_batch retries them).
-    if (attach(*me) == slot_state::exhausted) return exhausted_versions();
+    const slot_state outcome = attach(*me);
+    if (outcome == slot_state::exhausted) return exhausted_versions();
+    if (outcome == slot_state::conflict) {
+      return Status::Busy(conflict_message(*txn, storage_->path()));
+    }
     return Status::OK();
   }
 
@@ -688,6 +706,10 @@ class engine final : public DB {
         me,
         [this](request& r) {
           if (next_version_ >= kMaxVersion) return slot_state::exhausted;
+          if (r.txn != nullptr && !test_skip_validation_.load(std::memory_order_relaxed) &&
+              !validate(*index_, *r.txn, *r.batch)) {
+            return slot_state::conflict;
+          }
           const bool ok = r.batch != nullptr ? attach_batch(*r.batch, r.weak) : attach_one(*r.one);
           return ok ? slot_state::done : slot_state::failed;
         },
@@ -1000,6 +1022,22 @@ class engine final : public DB {
                               "'): checksum mismatch: its content was damaged");
   }
 
+  // ---- transactions (transaction_host) ----------------------------------------------------
+
+  Status commit_transaction(const WriteBatch& writes, const WriteOptions& options, txn_validation& v,
+                            std::uint64_t* version) override {
+    return guarded([&] {
+      if (read_only_) return refuse_write("Transaction::Commit");
+      Status s = write_batch(writes, !options.sync, &v);
+      if (s.ok()) *version = last_write_version_;
+      return s;
+    });
+  }
+
+  Status writable(std::string_view what) const override {
+    return read_only_ ? refuse_write(what) : Status::OK();
+  }
+
   Status refuse_write(std::string_view what) const {
     return Status::InvalidArgument(storage_->path() + ": opened read-only (Options::read_only): " +
                                    std::string(what) + " refused");
@@ -1056,6 +1094,7 @@ class engine final : public DB {
   mutable snapshot_registry registry_;
   unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's
   std::atomic<unsigned> test_reclaim_every_{0};
+  std::atomic<bool> test_skip_validation_{false};
   striped_counter puts_, deletes_, batches_, gets_, iterators_;
   alignas(64) std::atomic<std::uint64_t> live_keys_{0}, keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
