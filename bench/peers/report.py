@@ -55,9 +55,10 @@ SETTINGS = """\
 | LevelDB 1.23 | 4 MiB (default) | 8 MiB LRU (default) | 10 bits/key | off | `WriteOptions::sync = true`: the log synced |
 | LMDB 0.9.24 | none | none (reads through its memory map) | none | none | one write transaction per put, committed with the default flags (no `MDB_NOSYNC`, `MDB_NOMETASYNC`, `MDB_WRITEMAP`): data and meta page synced; `MDB_NOTLS`; one writer at a time, so concurrent puts queue for the write lock |
 
-These are the settings of the main figures, where every put is durable on return. The
-section "Writes not synced on return" below runs the writing workloads again with each
-system's weak puts and its call that makes them durable; its own table gives those settings.
+These are the settings of the main figures, where every put is durable on return. With weak
+puts among the modes run (`SYNC="1 0"`, the default), the section "Writes not synced on
+return" below runs the writing workloads again with each system's weak puts and its call
+that makes them durable; its own table gives those settings.
 Every other option is the library's default. FlintKV's pool is sized as `flintkv bench`
 sizes it; LMDB's map is at least 1 GiB (address space only: the data file grows as pages
 are written)."""
@@ -334,14 +335,18 @@ def main():
       "peer's (for ops/s above 1 means FlintKV is faster; for bytes and memory above 1 means "
       "FlintKV uses more).")
     w("")
-    table(w, "Throughput (ops/s), every put durable on return",
-          "![ops/s per workload and system](peers.png)", points,
-          systems, ops, si)
-    table(w, "Store bytes per live key", "After the workload (see above for what is counted).",
-          points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
-    table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, the "
-          "fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
-          lambda v: f"{v:.0f}")
+    if points:
+        table(w, "Throughput (ops/s), every put durable on return",
+              "![ops/s per workload and system](peers.png)", points, systems, ops, si)
+        table(w, "Store bytes per live key", "After the workload (see above for what is "
+              "counted).", points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
+        table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, "
+              "the fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
+              lambda v: f"{v:.0f}")
+    else:
+        w("No run with every put durable on return (`SYNC=1` was not among the modes run): "
+          "only the weak puts below, and no plot.")
+        w("")
     rww = [(t, s, median([r.get("writer_puts") for r in by_point[("readwhilewriting", t, s)]]))
            for t in threads for s, _ in systems if ("readwhilewriting", t, s) in by_point]
     if rww:
@@ -373,7 +378,8 @@ def main():
                                        for t, s, v in rww if v is not None) + ".")
             w("")
     write_page(report, lines)
-    plot(points, systems, ops, out_dir, png)
+    if points:
+        plot(points, systems, ops, out_dir, png)
 
 
 if __name__ == "__main__":
