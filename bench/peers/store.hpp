@@ -24,8 +24,11 @@
 //   persist() called after it returned has returned (of any session). FlintKV with
 //   WriteOptions::sync = false and DB::Persist(); RocksDB and LevelDB with
 //   WriteOptions::sync = false and, to persist, RocksDB's FlushWAL(true) and LevelDB's
-//   synced write of an empty batch; LMDB with MDB_NOSYNC and mdb_env_sync(env, 1). Each
-//   system's own rules for a crash in between apply (docs/peers.md says them).
+//   synced write of an empty batch; LMDB with MDB_NOSYNC and mdb_env_sync(env, 1). One
+//   exception, LevelDB's: its persist syncs only its current log, and puts in a log it
+//   switched away from are durable once that memtable's flush has finished
+//   (leveldb_store.cpp). Each system's own rules for a crash in between apply
+//   (docs/peers.md says them).
 #pragma once
 
 #include <cstdint>
