@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The peer benchmark's driver on a tiny workload: FlintKV and LevelDB (the smallest peer)
-must find the same keys, every one of them, and report a sane store and memory.
+must find the same keys, every one of them, and report a sane store and memory. With weak
+puts (--sync=0) too: every system keeps every key, calls its persist as often as
+--persist_every says (each thread after every N of its puts and once at its end) and names
+its weak mode in its settings.
 
 usage: agree_test.py FLINTKV_PEERS
 
@@ -11,15 +14,61 @@ import subprocess
 import sys
 
 NUM = 2000
+EVERY = 300  # --persist_every of the weak runs: no thread's share is a multiple of it
+# What each system's settings() names in its weak mode: its non-synced puts and its persist.
+WEAK_SETTINGS = {
+    "flintkv": ("WriteOptions::sync = false", "DB::Persist()"),
+    "rocksdb": ("WriteOptions::sync = false", "FlushWAL(true)"),
+    "leveldb": ("WriteOptions::sync = false", "empty WriteBatch with sync = true"),
+    "lmdb": ("MDB_NOSYNC", "mdb_env_sync(env, 1)"),
+}
 
 
-def run(driver, system, benchmark, threads):
+def run(driver, system, benchmark, threads, *flags):
     out = subprocess.run([driver, f"--system={system}", f"--benchmark={benchmark}",
-                          f"--threads={threads}", f"--num={NUM}"],
+                          f"--threads={threads}", f"--num={NUM}", *flags],
                          check=True, capture_output=True, text=True).stdout
     lines = out.splitlines()
     assert len(lines) == 1, f"{system} {benchmark}: one JSON line expected, got {out!r}"
     return json.loads(lines[0])
+
+
+def expected_persists(puts_per_thread):
+    """Each writing thread persists after every EVERY of its puts and once at its end."""
+    return sum(puts // EVERY + 1 for puts in puts_per_thread)
+
+
+def weak_failures(driver):
+    failures = []
+    weak = ("--sync=0", f"--persist_every={EVERY}")
+    for system, named in WEAK_SETTINGS.items():
+        # Two threads overwrite their halves of the keys (after a weak fill).
+        threads = 2
+        result = run(driver, system, "overwrite", threads, *weak)
+        where = f"{system} overwrite --sync=0 threads={threads}"
+        shares = [NUM * (t + 1) // threads - NUM * t // threads for t in range(threads)]
+        if result["ops"] != NUM or result["live_keys"] != NUM:
+            failures.append(f"{where}: {result['ops']} puts, {result['live_keys']} live keys")
+        if (result["sync"], result.get("persist_every")) != (False, EVERY):
+            failures.append(f"{where}: sync {result['sync']}, persist_every "
+                            f"{result.get('persist_every')}")
+        if result.get("persists") != expected_persists(shares):
+            failures.append(f"{where}: {result.get('persists')} persists, expected "
+                            f"{expected_persists(shares)}")
+        missing = [text for text in named if text not in result["settings"]]
+        if missing:
+            failures.append(f"{where}: settings do not name {missing}: {result['settings']}")
+    for system in ("flintkv", "leveldb"):
+        for threads in (1, 2):
+            # The readers find every key while the writer's weak puts go on.
+            result = run(driver, system, "readwhilewriting", threads, *weak)
+            where = f"{system} readwhilewriting --sync=0 threads={threads}"
+            if result["found"] != result["ops"] or result["ops"] != NUM:
+                failures.append(f"{where}: found {result['found']} of {result['ops']}")
+            if result.get("persists") != expected_persists([result["writer_puts"]]):
+                failures.append(f"{where}: {result.get('persists')} persists for "
+                                f"{result['writer_puts']} writer puts")
+    return failures
 
 
 def main():
@@ -41,6 +90,11 @@ def main():
             if r["flintkv"]["found"] != r["leveldb"]["found"]:
                 failures.append(f"{benchmark} threads={threads}: FlintKV found "
                                 f"{r['flintkv']['found']}, LevelDB {r['leveldb']['found']}")
+            for system, result in r.items():
+                if result["sync"] is not True or "persists" in result:
+                    failures.append(f"{system} {benchmark} threads={threads}: not a sync run: "
+                                    f"sync {result['sync']}, {result.get('persists')} persists")
+    failures += weak_failures(driver)
     for failure in failures:
         print(failure)
     sys.exit(1 if failures else 0)

@@ -1,5 +1,7 @@
 // FlintKV through its public API: a pool file in the store's directory, default options
 // (every write durable on return: the engine's flushes and fences, as on persistent memory).
+// With store_config::sync false, every put has WriteOptions::sync = false and persist() is
+// DB::Persist() (Options::persist_interval stays off: only the driver's calls persist).
 #include <memory>
 #include <string>
 
@@ -13,11 +15,13 @@ namespace {
 
 class flintkv_session final : public session {
  public:
-  explicit flintkv_session(DB& db) : db_(db) {}
+  flintkv_session(DB& db, bool sync) : db_(db) { write_.sync = sync; }
 
   Status put(std::string_view key, std::string_view value) override {
-    return db_.Put(key, value);
+    return db_.Put(key, value, write_);
   }
+
+  Status persist() override { return db_.Persist(); }
 
   Status get(std::string_view key, bool* found) override {
     Status s = db_.Get(key, &value_);
@@ -35,16 +39,18 @@ class flintkv_session final : public session {
 
  private:
   DB& db_;
+  WriteOptions write_;
   std::string value_;
 };
 
 class flintkv_store final : public store {
  public:
-  flintkv_store(std::unique_ptr<DB> db, std::uint64_t pool_size)
-      : db_(std::move(db)), pool_size_(pool_size) {}
+  flintkv_store(std::unique_ptr<DB> db, std::uint64_t pool_size, const store_config& config)
+      : db_(std::move(db)), pool_size_(pool_size), sync_(config.sync),
+        persist_every_(config.persist_every) {}
 
   Status new_session(std::unique_ptr<session>* out) override {
-    *out = std::make_unique<flintkv_session>(*db_);
+    *out = std::make_unique<flintkv_session>(*db_, sync_);
     return Status::OK();
   }
   std::uint64_t bytes() override { return db_->GetStats().pool_used; }
@@ -53,13 +59,18 @@ class flintkv_store final : public store {
     Stats stats = db_->GetStats();
     return "FlintKV " + stats.configuration + "; pool " + std::to_string(pool_size_ >> 20) +
            " MiB (bytes = pool bytes in use); no write buffer, block cache, bloom filter or "
-           "compression (a DRAM index over the persistent list); every put durable on return "
-           "(default options)";
+           "compression (a DRAM index over the persistent list); " +
+           (sync_ ? std::string("every put durable on return (default options)")
+                  : "every put with WriteOptions::sync = false (visible on return), made "
+                    "durable by DB::Persist() " + persist_cadence(persist_every_) +
+                    "; Options::persist_interval off");
   }
 
  private:
   std::unique_ptr<DB> db_;
   std::uint64_t pool_size_;
+  bool sync_;
+  std::uint64_t persist_every_;
 };
 
 }  // namespace
@@ -79,7 +90,7 @@ Status open_flintkv(const store_config& config, std::unique_ptr<store>* out) {
   std::unique_ptr<DB> db;
   Status s = DB::Open(options, config.dir + "/flintkv.pool", &db);
   if (!s.ok()) return s;
-  *out = std::make_unique<flintkv_store>(std::move(db), options.pool_size);
+  *out = std::make_unique<flintkv_store>(std::move(db), options.pool_size, config);
   return Status::OK();
 }
 

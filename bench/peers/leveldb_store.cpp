@@ -1,10 +1,16 @@
 // LevelDB from Debian's libleveldb-dev: the library's defaults but for a 10 bits/key bloom
 // filter and no compression; the write buffer and block cache set to their defaults
-// explicitly, so that settings() states them; puts with WriteOptions::sync.
+// explicitly, so that settings() states them; puts with WriteOptions::sync, or, with
+// store_config::sync false, without it and persisted by a write of an empty batch with
+// WriteOptions::sync = true, LevelDB's only way to sync its log (it has no SyncWAL): it
+// syncs the current log file. A log LevelDB switched away from (a full memtable) was closed
+// unsynced; its writes are durable once the background flush of that memtable into a table
+// file (synced, with the MANIFEST) has finished.
 #include <leveldb/cache.h>
 #include <leveldb/db.h>
 #include <leveldb/filter_policy.h>
 #include <leveldb/options.h>
+#include <leveldb/write_batch.h>
 
 #include "lsm_store.hpp"
 
@@ -19,6 +25,12 @@ struct leveldb_api {
   using WriteOptions = leveldb::WriteOptions;
   using ReadOptions = leveldb::ReadOptions;
   static constexpr const char* name = "LevelDB";
+  static leveldb::Status persist(DB& db) {
+    leveldb::WriteOptions synced;
+    synced.sync = true;
+    leveldb::WriteBatch empty;
+    return db.Write(synced, &empty);
+  }
 };
 
 constexpr std::size_t kWriteBuffer = std::size_t{4} << 20;  // LevelDB's default
@@ -50,10 +62,16 @@ Status open_leveldb(const store_config& config, std::unique_ptr<store>* out) {
       std::to_string(leveldb::kMinorVersion) + "; write buffer " +
       std::to_string(kWriteBuffer >> 20) + " MiB; block cache " +
       std::to_string(kBlockCache >> 20) +
-      " MiB LRU; bloom filter 10 bits/key; compression off; other options default; every "
-      "put with WriteOptions::sync = true (the log synced before it returns)";
+      " MiB LRU; bloom filter 10 bits/key; compression off; other options default; " +
+      (config.sync
+           ? std::string("every put with WriteOptions::sync = true (the log synced before it "
+                         "returns)")
+           : "every put with WriteOptions::sync = false (in the log file, not synced), made "
+             "durable by a write of an empty WriteBatch with sync = true (the current log "
+             "synced) " +
+             persist_cadence(config.persist_every));
   *out = std::make_unique<lsm_store<leveldb_api>>(std::move(owned), std::move(db), config.dir,
-                                                  std::move(settings));
+                                                  config.sync, std::move(settings));
   return Status::OK();
 }
 

@@ -1,6 +1,11 @@
 // LMDB from Debian's liblmdb-dev: one synced write transaction per put (default flags: no
 // MDB_NOSYNC, MDB_NOMETASYNC or MDB_WRITEMAP), so a put is durable on return; one writer
-// at a time (concurrent puts wait for LMDB's write lock). Reads renew a read transaction
+// at a time (concurrent puts wait for LMDB's write lock). With store_config::sync false
+// the environment is opened with MDB_NOSYNC (a commit writes its pages and meta page with
+// pwrite and syncs nothing; MDB_NOMETASYNC, which only spares the meta page's sync, would
+// add nothing) and persist() is mdb_env_sync(env, 1): fdatasync of the data file, which
+// makes every committed transaction durable. Still no MDB_WRITEMAP, under which LMDB's
+// documentation no longer promises integrity for MDB_NOSYNC. Reads renew a read transaction
 // (and cursor) of their session, reset after each operation: every get and seek reads the
 // newest committed state, as a new iterator does in the other systems. MDB_NOTLS ties a
 // read transaction to its session rather than to its thread.
@@ -40,6 +45,11 @@ class lmdb_session final : public session {
       return lmdb_error("put", rc);
     }
     if (int rc = mdb_txn_commit(txn); rc != 0) return lmdb_error("commit", rc);
+    return Status::OK();
+  }
+
+  Status persist() override {
+    if (int rc = mdb_env_sync(env_, 1); rc != 0) return lmdb_error("env sync", rc);
     return Status::OK();
   }
 
@@ -95,8 +105,10 @@ class lmdb_session final : public session {
 
 class lmdb_store final : public store {
  public:
-  lmdb_store(MDB_env* env, MDB_dbi dbi, std::string dir, std::uint64_t map_size)
-      : env_(env), dbi_(dbi), dir_(std::move(dir)), map_size_(map_size) {}
+  lmdb_store(MDB_env* env, MDB_dbi dbi, std::string dir, std::uint64_t map_size,
+             const store_config& config)
+      : env_(env), dbi_(dbi), dir_(std::move(dir)), map_size_(map_size), sync_(config.sync),
+        persist_every_(config.persist_every) {}
   ~lmdb_store() override { mdb_env_close(env_); }
   lmdb_store(const lmdb_store&) = delete;
   lmdb_store& operator=(const lmdb_store&) = delete;
@@ -116,9 +128,13 @@ class lmdb_store final : public store {
            std::to_string(MDB_VERSION_MINOR) + "." + std::to_string(MDB_VERSION_PATCH) +
            "; map size " + std::to_string(map_size_ >> 20) +
            " MiB (the data file grows as pages are written); no write buffer, block cache, "
-           "bloom filter or compression (a B+tree read through its memory map); flags "
-           "MDB_NOTLS only; every put its own write transaction, committed synchronously "
-           "(data and meta page synced); one writer at a time";
+           "bloom filter or compression (a B+tree read through its memory map); " +
+           (sync_ ? std::string("flags MDB_NOTLS only; every put its own write transaction, "
+                                "committed synchronously (data and meta page synced)")
+                  : "flags MDB_NOTLS and MDB_NOSYNC (no MDB_NOMETASYNC, MDB_WRITEMAP); every "
+                    "put its own write transaction, committed without a sync, made durable "
+                    "by mdb_env_sync(env, 1) " + persist_cadence(persist_every_)) +
+           "; one writer at a time";
   }
 
  private:
@@ -126,6 +142,8 @@ class lmdb_store final : public store {
   MDB_dbi dbi_;
   std::string dir_;
   std::uint64_t map_size_;
+  bool sync_;
+  std::uint64_t persist_every_;
 };
 
 }  // namespace
@@ -142,7 +160,8 @@ Status open_lmdb(const store_config& config, std::unique_ptr<store>* out) {
     return lmdb_error(what, rc);
   };
   if (int rc = mdb_env_set_mapsize(env, map_size); rc != 0) return fail("map size", rc);
-  if (int rc = mdb_env_open(env, config.dir.c_str(), MDB_NOTLS, 0644); rc != 0) {
+  const unsigned flags = MDB_NOTLS | (config.sync ? 0u : unsigned{MDB_NOSYNC});
+  if (int rc = mdb_env_open(env, config.dir.c_str(), flags, 0644); rc != 0) {
     return fail(("open " + config.dir).c_str(), rc);
   }
   MDB_txn* txn = nullptr;
@@ -153,7 +172,7 @@ Status open_lmdb(const store_config& config, std::unique_ptr<store>* out) {
     return fail("dbi open", rc);
   }
   if (int rc = mdb_txn_commit(txn); rc != 0) return fail("commit", rc);
-  *out = std::make_unique<lmdb_store>(env, dbi, config.dir, map_size);
+  *out = std::make_unique<lmdb_store>(env, dbi, config.dir, map_size, config);
   return Status::OK();
 }
 

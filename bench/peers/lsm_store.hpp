@@ -5,9 +5,12 @@
 //     using DB = leveldb::DB; using Slice = leveldb::Slice; using Iterator = leveldb::Iterator;
 //     using WriteOptions = leveldb::WriteOptions; using ReadOptions = leveldb::ReadOptions;
 //     static constexpr const char* name = "LevelDB";
+//     // What makes every earlier write durable (session::persist).
+//     static leveldb::Status persist(DB& db);
 //   };
 //
-// Thread safety, persistence: as store.hpp says; puts use WriteOptions::sync = true.
+// Thread safety, persistence: as store.hpp says; puts use WriteOptions::sync =
+// store_config::sync, persist() calls Api::persist.
 #pragma once
 
 #include <memory>
@@ -21,11 +24,13 @@ namespace flintkv::peers {
 template <class Api>
 class lsm_session final : public session {
  public:
-  explicit lsm_session(typename Api::DB& db) : db_(db) { write_.sync = true; }
+  lsm_session(typename Api::DB& db, bool sync) : db_(db) { write_.sync = sync; }
 
   Status put(std::string_view key, std::string_view value) override {
     return check(db_.Put(write_, slice(key), slice(value)), "put");
   }
+
+  Status persist() override { return check(Api::persist(db_), "persist"); }
 
   Status get(std::string_view key, bool* found) override {
     auto s = db_.Get(read_, slice(key), &value_);
@@ -60,12 +65,12 @@ class lsm_store final : public store {
  public:
   // `owned` holds what the options point to (cache, filter policy): released after the DB.
   lsm_store(std::shared_ptr<void> owned, std::unique_ptr<typename Api::DB> db, std::string dir,
-            std::string settings)
-      : owned_(std::move(owned)), db_(std::move(db)), dir_(std::move(dir)),
+            bool sync, std::string settings)
+      : owned_(std::move(owned)), db_(std::move(db)), dir_(std::move(dir)), sync_(sync),
         settings_(std::move(settings)) {}
 
   Status new_session(std::unique_ptr<session>* out) override {
-    *out = std::make_unique<lsm_session<Api>>(*db_);
+    *out = std::make_unique<lsm_session<Api>>(*db_, sync_);
     return Status::OK();
   }
   std::uint64_t bytes() override { return directory_bytes(dir_); }
@@ -75,7 +80,9 @@ class lsm_store final : public store {
  private:
   std::shared_ptr<void> owned_;  // declared first: destroyed after db_
   std::unique_ptr<typename Api::DB> db_;
-  std::string dir_, settings_;
+  std::string dir_;
+  bool sync_;
+  std::string settings_;
 };
 
 }  // namespace flintkv::peers

@@ -18,6 +18,13 @@
 // FlintKV: the pool's bytes in use) and the peak resident memory of the process
 // (getrusage's ru_maxrss: the fill included).
 //
+// Durability, as `flintkv bench` has it: --sync=1 (the default) makes every put durable on
+// return; --sync=0 makes every put of the run weak (the untimed fill's too), each thread
+// calling its session's persist() after every --persist_every of its puts and once at its
+// end, inside the timed run (store.hpp says what persist() is in each system). The JSON
+// line says "sync"; with --sync=0 also "persist_every" and "persists" (the timed run's
+// persist() calls, the writer's included).
+//
 // Thread safety: main runs on one thread and starts the workers.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -56,6 +63,8 @@ constexpr std::uint64_t kMaxThreads = 256;
 struct peers_config {
   std::string system, benchmark;
   std::uint64_t num = 1000000, threads = 1, key_size = 16, value_size = 64, seek_nexts = 10;
+  bool sync = true;                    // every put durable on return; false: weak puts
+  std::uint64_t persist_every = 1000;  // with sync false: each thread's puts per persist()
   std::optional<std::string> db;  // the store's directory; nullopt: /dev/shm/flintkv-peers-PID
 };
 
@@ -68,6 +77,8 @@ struct worker {
   std::size_t value_position = 0;
   std::unique_ptr<session> me;
   std::uint64_t ops = 0, found = 0;
+  std::uint64_t unpersisted = 0;  // --sync=0: puts since this worker's last persist()
+  std::uint64_t persists = 0;     // persist() calls
   steady::time_point start, finish;
   Status status;
 };
@@ -77,6 +88,7 @@ struct result {
   std::uint64_t ops = 0;
   double seconds = 0;  // from the earliest start to the latest finish
   std::optional<std::uint64_t> found, writer_puts;
+  std::uint64_t persists = 0;  // persist() calls of every worker (--sync=0)
 };
 
 class runner {
@@ -147,6 +159,7 @@ class runner {
     }
     for (const worker& w : *workers) {
       if (!w.status.ok()) return w.status;
+      r->persists += w.persists;
     }
     r->seconds = std::chrono::duration<double>(last - first).count();
     return Status::OK();
@@ -157,14 +170,31 @@ class runner {
     return run_workers(position, config_.threads, config_.threads, fn, &workers, r);
   }
 
+  // One put, and with --sync=0 the persist() that every --persist_every puts of `w` call for.
+  Status put_one(worker& w, std::string_view key) {
+    if (Status s = w.me->put(key, values_.next(w.value_position)); !s.ok()) return s;
+    if (config_.sync || config_.persist_every == 0) return Status::OK();
+    if (++w.unpersisted < config_.persist_every) return Status::OK();
+    w.unpersisted = 0;
+    ++w.persists;
+    return w.me->persist();
+  }
+
+  // With --sync=0: the end of a writing thread's run, after which all its puts are durable.
+  Status persist_at_end(worker& w) {
+    if (config_.sync) return Status::OK();
+    w.unpersisted = 0;
+    ++w.persists;
+    return w.me->persist();
+  }
+
   Status writes(std::size_t position, result* r) {
     return measure(position, [this](worker& w) {
       tools::shuffled_share order(w.begin, w.end, w.random);
       for (std::uint64_t i = w.begin; i < w.end; ++i, ++w.ops) {
-        Status s = w.me->put(w.keys.key(order(i)), values_.next(w.value_position));
-        if (!s.ok()) return s;
+        if (Status s = put_one(w, w.keys.key(order(i))); !s.ok()) return s;
       }
-      return Status::OK();
+      return persist_at_end(w);
     }, r);
   }
 
@@ -208,10 +238,9 @@ class runner {
     Status s = run_workers(position, readers + 1, readers, [&](worker& w) {
       if (w.index == readers) {  // the writer
         for (; readers_done.load(std::memory_order_relaxed) < readers && w.ops < num; ++w.ops) {
-          Status st = w.me->put(w.keys.key(w.random.uniform(num)), values_.next(w.value_position));
-          if (!st.ok()) return st;
+          if (Status st = put_one(w, w.keys.key(w.random.uniform(num))); !st.ok()) return st;
         }
-        return Status::OK();
+        return persist_at_end(w);
       }
       Status st;
       for (std::uint64_t i = w.begin; i < w.end && st.ok(); ++i) {
@@ -258,6 +287,8 @@ peers_config parse(tools::arguments& args) {
   c.key_size = args.number("key_size", c.key_size, 1, 4095);
   c.value_size = args.number("value_size", c.value_size, 0, 1u << 20);
   c.seek_nexts = args.number("seek_nexts", c.seek_nexts, 0, 1u << 20);
+  c.sync = args.number("sync", 1, 0, 1) == 1;
+  c.persist_every = args.number("persist_every", c.persist_every, 0, std::uint64_t{1} << 40);
   c.db = args.text("db");
   if (c.db && c.db->empty()) throw tools::usage_error("--db: empty path");
   args.reject_unused("flintkv_peers");
@@ -279,6 +310,11 @@ constexpr const char* kUsage =
     "  --key_size=B      bytes per key, decimal zero-padded (default 16)\n"
     "  --value_size=B    bytes per value (default 64)\n"
     "  --seek_nexts=N    Next() calls after each Seek in seekrandom (default 10)\n"
+    "  --sync=0|1        1: every put durable on return (default); 0: weak puts (FlintKV,\n"
+    "                    RocksDB, LevelDB: WriteOptions::sync = false; LMDB: MDB_NOSYNC),\n"
+    "                    each thread calling the system's persist after every\n"
+    "                    --persist_every of its puts (default 1000; 0: never) and once at\n"
+    "                    its end, inside the timed run\n"
     "  --db=DIR          the store's directory: must not exist; created, removed at exit\n"
     "                    (default /dev/shm/flintkv-peers-PID)\n"
     "Prints one JSON line: ops/s, store bytes per live key, peak resident memory, settings.\n";
@@ -316,6 +352,8 @@ int run(const peers_config& config) {
   const bool writes_more =
       config.benchmark == "overwrite" || config.benchmark == "readwhilewriting";
   sc.versions = config.num * (writes_more ? 2 : 1);
+  sc.sync = config.sync;
+  sc.persist_every = config.persist_every;
   std::unique_ptr<store> db;
   if (Status s = open_store(config.system, sc, &db); !s.ok()) return fail(s);
 
@@ -348,11 +386,14 @@ int run(const peers_config& config) {
   field("key_size", integer(config.key_size));
   field("value_size", integer(config.value_size));
   if (config.benchmark == "seekrandom") field("seek_nexts", integer(config.seek_nexts));
+  field("sync", config.sync ? "true" : "false");
+  if (!config.sync) field("persist_every", integer(config.persist_every));
   field("ops", integer(timed.ops));
   field("seconds", json_number(timed.seconds));
   field("ops_per_sec", json_number(timed.seconds > 0 ? double(timed.ops) / timed.seconds : 0));
   if (timed.found) field("found", integer(*timed.found));
   if (timed.writer_puts) field("writer_puts", integer(*timed.writer_puts));
+  if (!config.sync) field("persists", integer(timed.persists));
   if (fills_first) field("fill_seconds", json_number(fill.seconds));
   field("live_keys", integer(live));
   field("store_bytes", integer(bytes));
@@ -372,6 +413,11 @@ Status open_store(std::string_view system, const store_config& config,
   if (system == "leveldb") return open_leveldb(config, out);
   if (system == "lmdb") return open_lmdb(config, out);
   return Status::InvalidArgument("unknown system " + std::string(system));
+}
+
+std::string persist_cadence(std::uint64_t persist_every) {
+  if (persist_every == 0) return "at the end of each thread's run";
+  return "after every " + std::to_string(persist_every) + " puts of each thread and at its end";
 }
 
 std::uint64_t directory_bytes(const std::string& dir) {

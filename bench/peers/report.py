@@ -6,6 +6,8 @@ usage: report.py OUT_DIR REPORT.md PLOT.png COMMAND
 
 OUT_DIR holds results.jsonl (one JSON object per run, as flintkv_peers prints it, with the
 run's number added), uptime-before and uptime-after. The plot is drawn with gnuplot.
+Runs with "sync": false (flintkv_peers --sync=0; a line without "sync" is a sync run) go
+into their own section, "Writes not synced on return", with ratios to FlintKV's weak mode.
 """
 import json
 import os
@@ -19,6 +21,8 @@ from machine import cpu_model, read_text  # noqa: E402  (bench/machine.py)
 SYSTEMS = [("flintkv", "FlintKV"), ("rocksdb", "RocksDB"), ("leveldb", "LevelDB"),
            ("lmdb", "LMDB")]
 BENCHMARKS = ["fillrandom", "readrandom", "seekrandom", "overwrite", "readwhilewriting"]
+# The workloads whose timed part writes: the only ones run with weak puts (run.sh).
+WEAK_BENCHMARKS = ["fillrandom", "overwrite", "readwhilewriting"]
 
 INTRO = """\
 FlintKV beside three embedded stores a user would weigh against it: RocksDB, LevelDB and LMDB,
@@ -51,6 +55,10 @@ SETTINGS = """\
 | LevelDB 1.23 | 4 MiB (default) | 8 MiB LRU (default) | 10 bits/key | off | `WriteOptions::sync = true`: the log synced |
 | LMDB 0.9.24 | none | none (reads through its memory map) | none | none | one write transaction per put, committed with the default flags (no `MDB_NOSYNC`, `MDB_NOMETASYNC`, `MDB_WRITEMAP`): data and meta page synced; `MDB_NOTLS`; one writer at a time, so concurrent puts queue for the write lock |
 
+These are the settings of the main figures, where every put is durable on return. With weak
+puts among the modes run (`SYNC="1 0"`, the default), the section "Writes not synced on
+return" below runs the writing workloads again with each system's weak puts and its call
+that makes them durable; its own table gives those settings.
 Every other option is the library's default. FlintKV's pool is sized as `flintkv bench`
 sizes it; LMDB's map is at least 1 GiB (address space only: the data file grows as pages
 are written)."""
@@ -81,6 +89,34 @@ NOTES = """\
   not counted: their figure is the memtables, block cache, index and filter blocks.
 - **One machine, shared.** The load average before and after is in the header; a figure
   from a loaded machine says little."""
+
+
+WEAK_INTRO = """\
+The workloads that write, run again with puts that return before they are durable, in each
+system's own non-synced mode, and a call that makes them durable (*persist*, below): each
+thread calls it after every {every} of its puts and once at its end, inside the timed run
+(`flintkv_peers --sync=0 --persist_every={every}`; the untimed fill of overwrite and
+readwhilewriting is weak too, as in `flintkv bench --sync=0`). Everything else is as above.
+
+| system | a put returns once it is | persist | what persist makes durable |
+|---|---|---|---|
+| FlintKV | `WriteOptions::sync = false`: its node written back and fenced as for any put, its version and links stored but not written back (noted for the next persist); visible to readers | `DB::Persist()` (`Options::persist_interval` off) | every write visible when it was called (the noted words written back and fenced). The engine also persists by itself at a few points (a sync write or batch, a full list of noted words). A crash recovers the writes up to some point of their order |
+| RocksDB 7.8 | `WriteOptions::sync = false`: appended to the WAL file (written to the kernel, not synced) and to the memtable | `DB::FlushWAL(true)`: with the default `manual_wal_flush = false` this is `SyncWAL()` | every WAL file not yet synced, older ones included: every earlier put |
+| LevelDB 1.23 | `WriteOptions::sync = false`: appended to the log file (written to the kernel, not synced) and to the memtable | a write of an empty `WriteBatch` with `sync = true`: LevelDB has no call that only syncs its log | the current log file. A log that LevelDB switched away from (when a 4 MiB memtable filled) was closed unsynced: its puts are durable once the background flush of that memtable into a table file (synced, and recorded in the synced MANIFEST) has finished |
+| LMDB 0.9.24 | `MDB_NOSYNC` (without `MDB_WRITEMAP`; `MDB_NOMETASYNC`, which spares only the meta page's sync, adds nothing to it): its own write transaction, committed, its pages and meta page written with `pwrite`, nothing synced | `mdb_env_sync(env, 1)`: fdatasync of the data file | every committed transaction |
+
+**"Durable" in this mode, on /dev/shm.** In the three peers a put that returned has been
+written to the kernel, into the page cache, which on /dev/shm is all there is: a crash of
+the process loses none of them (LevelDB's documentation says so of `sync = false`); only a
+crash of the machine would, and on /dev/shm that loses every put, persisted or not.
+FlintKV's recovery keeps only what a persist covered (it cannot tell which later words
+reached persistent memory), so a crash of the process may lose its puts since the last
+persist: the prefix a power failure on persistent memory would leave. The peers' persist is a
+system call (fdatasync on tmpfs) that writes nothing to any device, where on a disk or SSD it
+would wait for the device; FlintKV's `Persist()` runs its write-backs and fences as on
+persistent memory. So this section compares each system's write path with durability
+deferred, and its persist at the cost this medium gives it: that favours the peers, whose
+persist elsewhere would wait for a device write once per thread and persist interval."""
 
 
 def median(values):
@@ -189,6 +225,21 @@ def fixed_sections(w, reported):
     w("")
 
 
+def weak_section(w, every, reported):
+    """The heading, settings and notes of "Writes not synced on return" (the table follows);
+    `reported`: (system, settings) as the weak runs printed them."""
+    w("## Writes not synced on return")
+    w("")
+    w(WEAK_INTRO.format(every=every))
+    w("")
+    if reported:
+        w("As each system reported its settings in these runs:")
+        w("")
+        for label, text in reported:
+            w(f"- {label}: {text}")
+        w("")
+
+
 def write_page(report, lines):
     with open(report, "w") as f:
         f.write("\n".join(lines).rstrip() + "\n")
@@ -207,8 +258,9 @@ def placeholder(report):
     w("")
     w("It then shows the machine and its load, the settings each run reported, the medians "
       "of ops/s, bytes per live key and peak resident memory with their ratios to FlintKV, "
-      "and the plot `docs/peers.png`. `RUNS=1 NUM=20000 bench/peers/run.sh` checks in a "
-      "minute that everything runs (its figures mean nothing).")
+      "the plot `docs/peers.png`, and the writing workloads again with puts not synced on "
+      "return. `RUNS=1 NUM=20000 bench/peers/run.sh` checks in a minute that everything "
+      "runs (its figures mean nothing).")
     w("")
     fixed_sections(w, [])
     w("## Figures")
@@ -216,6 +268,13 @@ def placeholder(report):
     w("| workload | threads | FlintKV | RocksDB | LevelDB | LMDB |")
     w("|---|---:|---:|---:|---:|---:|")
     for bench in BENCHMARKS:
+        for t in (1, 2):
+            w(f"| {bench} | {t} | – | – | – | – |")
+    w("")
+    weak_section(w, 1000, [])
+    w("| workload | threads | FlintKV | RocksDB | LevelDB | LMDB |")
+    w("|---|---:|---:|---:|---:|---:|")
+    for bench in WEAK_BENCHMARKS:
         for t in (1, 2):
             w(f"| {bench} | {t} | – | – | – | – |")
     write_page(report, lines)
@@ -229,22 +288,28 @@ def main():
     results = load(out_dir)
     if not results:
         sys.exit(f"no results in {out_dir}")
-    by_point = {}  # (benchmark, threads, system) -> [result]
+    by_point = {}  # (benchmark, threads, system) -> [result], every put durable on return
+    weak_point = {}  # the same, runs with weak puts ("sync": false)
     for r in results:
-        by_point.setdefault((r["benchmark"], r["threads"], r["system"]), []).append(r)
-    systems = [(s, label) for s, label in SYSTEMS if any(k[2] == s for k in by_point)]
+        into = by_point if r.get("sync", True) else weak_point
+        into.setdefault((r["benchmark"], r["threads"], r["system"]), []).append(r)
+    systems = [(s, label) for s, label in SYSTEMS
+               if any(k[2] == s for k in list(by_point) + list(weak_point))]
     threads = sorted({r["threads"] for r in results})
     points = [(b, t) for t in threads for b in BENCHMARKS
               if any((b, t, s) in by_point for s, _ in systems)]
+    weak_points = [(b, t) for t in threads for b in WEAK_BENCHMARKS
+                   if any((b, t, s) in weak_point for s, _ in systems)]
     runs = sorted({r["run"] for r in results})
 
-    def metric(field, scale=1.0):
+    def metric(field, scale=1.0, where=by_point):
         def get(bench, t, system):
-            v = median([r.get(field) for r in by_point.get((bench, t, system), [])])
+            v = median([r.get(field) for r in where.get((bench, t, system), [])])
             return None if v is None else v * scale
         return get
 
     ops = metric("ops_per_sec")
+    weak_ops = metric("ops_per_sec", where=weak_point)
     first = results[0]
     lines = []
     w = lines.append
@@ -258,23 +323,30 @@ def main():
       f"{load_average(read_text(os.path.join(out_dir, 'uptime-before')))} before and "
       f"{load_average(read_text(os.path.join(out_dir, 'uptime-after')))} after.")
     w("")
-    reported = [(label, text) for s, label in systems
-                for text in sorted({r["settings"] for k, rs in by_point.items() if k[2] == s
+    def reported(where):
+        return [(label, text) for s, label in systems
+                for text in sorted({r["settings"] for k, rs in where.items() if k[2] == s
                                     for r in rs})]
-    fixed_sections(w, reported)
+
+    fixed_sections(w, reported(by_point))
     w("## Figures")
     w("")
     w("Medians over the runs. In parentheses, for each peer: FlintKV's figure divided by the "
       "peer's (for ops/s above 1 means FlintKV is faster; for bytes and memory above 1 means "
       "FlintKV uses more).")
     w("")
-    table(w, "Throughput (ops/s)", "![ops/s per workload and system](peers.png)", points,
-          systems, ops, si)
-    table(w, "Store bytes per live key", "After the workload (see above for what is counted).",
-          points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
-    table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, the "
-          "fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
-          lambda v: f"{v:.0f}")
+    if points:
+        table(w, "Throughput (ops/s), every put durable on return",
+              "![ops/s per workload and system](peers.png)", points, systems, ops, si)
+        table(w, "Store bytes per live key", "After the workload (see above for what is "
+              "counted).", points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
+        table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, "
+              "the fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
+              lambda v: f"{v:.0f}")
+    else:
+        w("No run with every put durable on return (`SYNC=1` was not among the modes run): "
+          "only the weak puts below, and no plot.")
+        w("")
     rww = [(t, s, median([r.get("writer_puts") for r in by_point[("readwhilewriting", t, s)]]))
            for t in threads for s, _ in systems if ("readwhilewriting", t, s) in by_point]
     if rww:
@@ -282,8 +354,32 @@ def main():
           "; ".join(f"{dict(SYSTEMS)[s]} {t} thr {v:,.0f}" for t, s, v in rww if v is not None)
           + ".")
         w("")
+    if weak_points:
+        everies = sorted({r.get("persist_every") for rs in weak_point.values() for r in rs},
+                         key=str)
+        weak_section(w, everies[0] if len(everies) == 1 else " or ".join(map(str, everies)),
+                     reported(weak_point))
+        table(w, "Throughput with weak puts (ops/s)", "In parentheses, for each peer: FlintKV's "
+              "figure in this mode divided by the peer's in this mode.", weak_points, systems,
+              weak_ops, si)
+        own = [(b, t, weak_ops(b, t, "flintkv"), ops(b, t, "flintkv")) for b, t in weak_points]
+        own = [f"{b} {t} thr {weak / sync:.2f}" for b, t, weak, sync in own
+               if weak is not None and sync]
+        if own:
+            w("FlintKV with weak puts against its own puts durable on return (ops/s ratio, "
+              "medians): " + "; ".join(own) + ".")
+            w("")
+        rww = [(t, s, median([r.get("writer_puts")
+                              for r in weak_point[("readwhilewriting", t, s)]]))
+               for t in threads for s, _ in systems if ("readwhilewriting", t, s) in weak_point]
+        if rww:
+            w("readwhilewriting with weak puts, the writer's puts while the readers ran "
+              "(median): " + "; ".join(f"{dict(SYSTEMS)[s]} {t} thr {v:,.0f}"
+                                       for t, s, v in rww if v is not None) + ".")
+            w("")
     write_page(report, lines)
-    plot(points, systems, ops, out_dir, png)
+    if points:
+        plot(points, systems, ops, out_dir, png)
 
 
 if __name__ == "__main__":

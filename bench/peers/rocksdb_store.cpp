@@ -1,6 +1,9 @@
 // RocksDB from Debian's librocksdb-dev: the library's defaults but for a 10 bits/key bloom
 // filter and no compression; the write buffer and block cache set to their defaults
-// explicitly, so that settings() states them; puts with WriteOptions::sync.
+// explicitly, so that settings() states them; puts with WriteOptions::sync, or, with
+// store_config::sync false, without it and persisted by FlushWAL(true) (with the default
+// manual_wal_flush = false, the WAL's buffer is already written: it is SyncWAL(), which
+// syncs every WAL file not yet synced, older ones included).
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
@@ -21,6 +24,7 @@ struct rocksdb_api {
   using WriteOptions = rocksdb::WriteOptions;
   using ReadOptions = rocksdb::ReadOptions;
   static constexpr const char* name = "RocksDB";
+  static rocksdb::Status persist(DB& db) { return db.FlushWAL(true); }
 };
 
 constexpr std::size_t kWriteBuffer = std::size_t{64} << 20;  // RocksDB's default
@@ -49,10 +53,15 @@ Status open_rocksdb(const store_config& config, std::unique_ptr<store>* out) {
       " MiB; block cache " + std::to_string(kBlockCache >> 20) +
       " MiB LRU; bloom filter 10 bits/key; compression off; other options default (" +
       std::to_string(options.max_background_jobs) +
-      " background jobs); every put with WriteOptions::sync = true (the WAL synced before it "
-      "returns)";
+      " background jobs); " +
+      (config.sync
+           ? std::string("every put with WriteOptions::sync = true (the WAL synced before it "
+                         "returns)")
+           : "every put with WriteOptions::sync = false (in the WAL file, not synced), made "
+             "durable by DB::FlushWAL(true) (= SyncWAL: every unsynced WAL file synced) " +
+             persist_cadence(config.persist_every));
   *out = std::make_unique<lsm_store<rocksdb_api>>(nullptr, std::move(db), config.dir,
-                                                  std::move(settings));
+                                                  config.sync, std::move(settings));
   return Status::OK();
 }
 

@@ -2,16 +2,20 @@
 # The peer benchmark: FlintKV beside RocksDB, LevelDB and LMDB (Debian's packages) on this
 # machine. Installs what is missing (as scripts/run does, with the peers' libraries and
 # gnuplot), builds the driver (configured only where the libraries are found), runs
-# every system x workload x thread count RUNS times, each run a fresh process and a fresh
-# store in /dev/shm, the systems alternating run by run (each run starts with the next
-# system), and writes docs/peers.md (machine, settings, medians, ratios to FlintKV) and
-# docs/peers.png from the JSON lines the runs printed.
+# every system x workload x thread count x durability mode RUNS times, each run a fresh
+# process and a fresh store in /dev/shm, the systems alternating run by run (each run
+# starts with the next system), and writes docs/peers.md (machine, settings, medians,
+# ratios to FlintKV) and docs/peers.png from the JSON lines the runs printed.
 #
-#   bench/peers/run.sh                        # NUM=1000000 RUNS=3 THREADS="1 2"
+#   bench/peers/run.sh                        # NUM=1000000 RUNS=3 THREADS="1 2" SYNC="1 0"
 #   RUNS=1 NUM=20000 bench/peers/run.sh       # a quick check that everything runs
 #
-# Also: VALUE_SIZE (default 64), BENCHMARKS, SYSTEMS (default: all). Run it on a quiet
-# machine. The raw results stay in $BUILD_DIR/peers/results.jsonl.
+# SYNC lists the durability modes: 1, every put durable on return; 0, weak puts made
+# durable by each thread's persist after every PERSIST_EVERY (default 1000) of its puts and
+# at its end (flintkv_peers --sync=0 --persist_every=N). Mode 0 runs only the workloads
+# that write (fillrandom, overwrite, readwhilewriting), those of BENCHMARKS.
+# Also: VALUE_SIZE (default 64), BENCHMARKS, SYSTEMS (default: all), BUILD_DIR (default
+# build). Run it on a quiet machine. The raw results stay in $BUILD_DIR/peers/results.jsonl.
 extra_packages=(librocksdb-dev libleveldb-dev liblmdb-dev gnuplot-nox)
 build_own_targets=1  # only the driver and what it links
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/common.sh"
@@ -21,6 +25,16 @@ runs=${RUNS:-3}
 threads=${THREADS:-1 2}
 value_size=${VALUE_SIZE:-64}
 benchmarks=${BENCHMARKS:-fillrandom readrandom seekrandom overwrite readwhilewriting}
+syncs=${SYNC:-1 0}
+persist_every=${PERSIST_EVERY:-1000}
+for y in $syncs; do
+  if [ "$y" != 1 ] && [ "$y" != 0 ]; then
+    echo "bench/peers: SYNC lists 1 and/or 0, not '$y'" >&2
+    exit 2
+  fi
+done
+# The workloads whose timed part writes: the only ones run with weak puts.
+writes() { case $1 in fillrandom | overwrite | readwhilewriting) return 0 ;; esac; return 1; }
 read -r -a systems <<< "${SYSTEMS:-flintkv rocksdb leveldb lmdb}"
 
 driver="$build_dir/bench/peers/flintkv_peers"
@@ -54,15 +68,19 @@ trap 'rm -rf "$store"' EXIT
 uptime > "$out/uptime-before"
 for r in $(seq 1 "$runs"); do
   for t in $threads; do
-    for b in $benchmarks; do
-      for i in "${!systems[@]}"; do
-        s=${systems[$(( (i + r - 1) % ${#systems[@]} ))]}
-        line=$("$driver" --system="$s" --benchmark="$b" --threads="$t" --num="$num" \
-                 --value_size="$value_size" --db="$store")
-        echo "{\"run\": $r, ${line#\{}" >> "$out/results.jsonl"
-        ops=$(sed -E 's/.*"ops_per_sec": ([^,]+),.*/\1/' <<< "$line")
-        printf '== run %s of %s: %-16s %s thr %-8s %12.0f ops/s\n' "$r" "$runs" "$b" "$t" "$s" \
-          "$ops"
+    for y in $syncs; do
+      for b in $benchmarks; do
+        [ "$y" = 1 ] || writes "$b" || continue
+        for i in "${!systems[@]}"; do
+          s=${systems[$(( (i + r - 1) % ${#systems[@]} ))]}
+          line=$("$driver" --system="$s" --benchmark="$b" --threads="$t" --num="$num" \
+                   --value_size="$value_size" --sync="$y" --persist_every="$persist_every" \
+                   --db="$store")
+          echo "{\"run\": $r, ${line#\{}" >> "$out/results.jsonl"
+          ops=$(sed -E 's/.*"ops_per_sec": ([^,]+),.*/\1/' <<< "$line")
+          printf '== run %s of %s: %-16s %s thr sync=%s %-8s %12.0f ops/s\n' "$r" "$runs" "$b" \
+            "$t" "$y" "$s" "$ops"
+        done
       done
     done
   done
@@ -72,6 +90,8 @@ uptime > "$out/uptime-after"
 command="bench/peers/run.sh"
 [ -n "${SYSTEMS:-}" ] && command="SYSTEMS=\"$SYSTEMS\" $command"
 [ -n "${BENCHMARKS:-}" ] && command="BENCHMARKS=\"$BENCHMARKS\" $command"
+[ "$persist_every" != 1000 ] && command="PERSIST_EVERY=$persist_every $command"
+[ "$syncs" != "1 0" ] && command="SYNC=\"$syncs\" $command"
 [ "$value_size" != 64 ] && command="VALUE_SIZE=$value_size $command"
 [ "$threads" != "1 2" ] && command="THREADS=\"$threads\" $command"
 [ "$runs" != 3 ] && command="RUNS=$runs $command"

@@ -7,13 +7,28 @@
 //   if (s.ok()) s = db->new_session(&me);           // on the thread that uses it
 //   if (s.ok()) s = me->put("0000000000000042", value);   // durable on return
 //
+//   config.sync = false;                            // the weakly durable mode:
+//   ...                                             // puts visible on return,
+//   if (s.ok()) s = me->persist();                  // durable once a persist returned
+//
 // Thread safety: a store is shared by the benchmark's threads (new_session may be called by
 // any of them at once); a session is used by the thread that made it, and only while the
-// store lives. bytes() and settings() are called while no session works.
+// store lives. Sessions of one store may put and persist at the same time. bytes() and
+// settings() are called while no session works.
 //
-// Persistence: every put is durable when it returns, each system in its own way
-// (settings() says which): FlintKV by default, RocksDB and LevelDB with WriteOptions::sync,
-// LMDB with one synced commit per put.
+// Persistence, each system in its own way (settings() says which):
+// - store_config::sync true (the default): every put is durable when it returns. FlintKV
+//   by default, RocksDB and LevelDB with WriteOptions::sync, LMDB with one synced commit
+//   per put.
+// - sync false: a put is visible to every session when it returns, and durable once a
+//   persist() called after it returned has returned (of any session). FlintKV with
+//   WriteOptions::sync = false and DB::Persist(); RocksDB and LevelDB with
+//   WriteOptions::sync = false and, to persist, RocksDB's FlushWAL(true) and LevelDB's
+//   synced write of an empty batch; LMDB with MDB_NOSYNC and mdb_env_sync(env, 1). One
+//   exception, LevelDB's: its persist syncs only its current log, and puts in a log it
+//   switched away from are durable once that memtable's flush has finished
+//   (leveldb_store.cpp). Each system's own rules for a crash in between apply
+//   (docs/peers.md says them).
 #pragma once
 
 #include <cstdint>
@@ -32,14 +47,27 @@ struct store_config {
   std::uint64_t key_size = 0, value_size = 0;
   // Versions the workload writes, at most, before the store is closed (fill plus overwrite).
   std::uint64_t versions = 0;
+  // true: every put durable on return. false: puts are weak, made durable by persist()
+  // (see Persistence above).
+  bool sync = true;
+  // With sync false, how often the driver calls persist(): after every persist_every puts
+  // of a session, and once at the end of its run (0: only at the end). The backends only
+  // state it in settings().
+  std::uint64_t persist_every = 1000;
 };
 
 // One thread's handle on a store (and its reusable buffers, read transaction, cursor).
 class session {
  public:
   virtual ~session() = default;
-  // Stores `value` for `key`, durably.
+  // Stores `value` for `key`: durably, or, with store_config::sync false, visibly and
+  // durable at the next persist().
   [[nodiscard]] virtual Status put(std::string_view key, std::string_view value) = 0;
+  // Makes every put of any session of the store that returned before this call durable,
+  // as the system's own call for it does (settings() names it), and returns when they are.
+  // Valid in both modes (with sync, every put is durable already: the call only costs its
+  // time); the driver calls it only with sync false.
+  [[nodiscard]] virtual Status persist() = 0;
   // Copies the value of `key` into the session's buffer; *found says whether there was one.
   [[nodiscard]] virtual Status get(std::string_view key, bool* found) = 0;
   // A new iterator (cursor) on the newest state: Seek to the first key at or after `key`,
@@ -57,7 +85,8 @@ class store {
   // otherwise (the driver then takes num: every workload leaves each key written once).
   virtual std::optional<std::uint64_t> live_keys() = 0;
   // The system and its version, and the settings that matter here: write buffer, block
-  // cache, bloom filter, compression, how a put is made durable.
+  // cache, bloom filter, compression, how a put is made durable (and, with sync false,
+  // what persist() calls and how often the driver calls it).
   virtual std::string settings() = 0;
 };
 
@@ -76,5 +105,9 @@ inline constexpr std::string_view kSystems[] = {"flintkv", "rocksdb", "leveldb",
 
 // The sum of the sizes of the regular files below `dir` (the stores that are directories).
 std::uint64_t directory_bytes(const std::string& dir);
+
+// For settings(), with sync false: "after every N puts of each thread and at its end" (or
+// "at the end of each thread's run" for persist_every 0).
+std::string persist_cadence(std::uint64_t persist_every);
 
 }  // namespace flintkv::peers
