@@ -465,7 +465,9 @@ std::vector<std::string> check_map(const workload& w, const history& h,
     for (const op_ref& r : ops) {
       const operation& o = w.threads[r.thread][r.op];
       const op_outcome& out = h.threads[r.thread][r.op];
-      key_state s{.thread = r.thread, .op = r.op};
+      key_state s;
+      s.thread = r.thread;
+      s.op = r.op;
       bool completed = out.status == op_status::completed;
       switch (o.kind) {
         case op_kind::insert:
@@ -489,7 +491,11 @@ std::vector<std::string> check_map(const workload& w, const history& h,
       }
       candidates.push_back(s);
     }
-    if (!any_completed) candidates.push_back({.initial = true});
+    if (!any_completed) {
+      key_state start;
+      start.initial = true;
+      candidates.push_back(start);
+    }
 
     auto it = rec.find(key);
     bool present = it != rec.end();
