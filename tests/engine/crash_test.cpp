@@ -148,6 +148,10 @@ struct subject_options {
   // together: reclamation meets keys with several versions, some of them kept.
   unsigned snapshot_every = 0;
   unsigned snapshot_hold = 0;
+  // Every second batch is written as a transaction instead (it reads each of its keys,
+  // then writes them, and commits; a Busy commit begins again): its commit is a batch
+  // validated by the combiner, and must survive whole or not at all like one.
+  bool transactions = false;
   reclaim_probe* probe = nullptr;  // a fresh store's run publishes its figures here
 };
 
@@ -202,6 +206,9 @@ class engine_subject {
       } else {
         batch.Put(key_of(e.key), value_of(e.value, width_));
       }
+    }
+    if (options_.transactions && batches_.fetch_add(1) % 2 == 1) {
+      return write([&] { return commit_transaction(entries, d); });
     }
     return write([&] { return db_->Write(batch, options(d)); });
   }
@@ -262,6 +269,21 @@ class engine_subject {
   static void check(const Status& s) {
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
+  Status commit_transaction(std::span<const crashtest::kv_write> entries,
+                            crashtest::durability d) {
+    while (true) {
+      std::unique_ptr<Transaction> txn = db_->BeginTransaction(options(d));
+      std::string ignored;
+      for (const auto& e : entries) {
+        Status s = txn->Get(key_of(e.key), &ignored);
+        if (!s.ok() && !s.IsNotFound()) return s;
+        s = e.del ? txn->Delete(key_of(e.key)) : txn->Put(key_of(e.key), value_of(e.value, width_));
+        if (!s.ok()) return s;
+      }
+      Status s = txn->Commit();
+      if (!s.IsBusy()) return s;
+    }
+  }
   static WriteOptions options(crashtest::durability d) {
     WriteOptions o;
     o.sync = d == crashtest::durability::sync;
@@ -275,6 +297,7 @@ class engine_subject {
   std::mutex held_mutex_;
   std::vector<held> held_;  // oldest first
   std::uint64_t writes_ = 0;
+  std::atomic<std::uint64_t> batches_{0};
   std::atomic<std::uint64_t> reclaiming_writes_{0}, events_in_them_{0};
 };
 
@@ -299,6 +322,7 @@ struct workload_kind {
   // 0: the engine's own trigger (a batch of 64 queued entries), and no snapshots.
   unsigned reclaim_every = 0;
   unsigned snapshot_every = 0, snapshot_hold = 0;
+  bool transactions = false;  // every second batch a transaction (subject_options)
 
   bool reclaims() const { return reclaim_every != 0; }
 };
@@ -337,22 +361,23 @@ const workload_kind workloads[] = {
       .key_space = 3, .put_percent = 55, .del_percent = 25, .batch_percent = 15,
       .max_batch = 3},
      2, 45, 1, 3, 5},
-    // Weak durability: one writer, two thirds of its writes weak (puts, deletes, batches),
-    // a persist now and then, sync writes among them; reclamation after every pass, with
-    // snapshots held, so reclaiming meets versions made obsolete by weak ones. The recovered
-    // store must be a prefix of the version order holding everything made durable.
+    // Weak durability: one writer, two thirds of its writes weak (puts, deletes, batches,
+    // every second batch a transaction), a persist now and then, sync writes among them;
+    // reclamation after every pass, with snapshots held, so reclaiming meets versions made
+    // obsolete by weak ones. The recovered store must be a prefix of the version order
+    // holding everything made durable.
     {"weak",
      {.writer_threads = 1, .ops_per_writer = 40, .key_space = 5, .put_percent = 50,
       .del_percent = 20, .batch_percent = 20, .max_batch = 3, .weak_percent = 65,
       .persist_percent = 10},
-     0, 80, 1, 4, 3},
+     0, 80, 1, 4, 3, true},
     // The same with two writers and a reader: one thread's sync write or persist covers the
-    // other's weak writes, and a pass groups both threads' writes.
+    // other's weak writes, a pass groups both threads' writes, and transactions conflict.
     {"weak2",
      {.writer_threads = 2, .reader_threads = 1, .ops_per_writer = 20, .ops_per_reader = 100,
       .key_space = 4, .put_percent = 50, .del_percent = 20, .batch_percent = 20,
       .max_batch = 3, .weak_percent = 65, .persist_percent = 10},
-     2, 45, 1, 4, 3},
+     2, 45, 1, 4, 3, true},
 };
 
 // Value widths: with the node's header and key, nodes that span one to four cache lines.
@@ -393,6 +418,7 @@ campaign_result run_cell(const cell& c, campaign_config config, reclaim_probe* p
                                 .reclaim_every = c.workload->reclaim_every,
                                 .snapshot_every = c.workload->snapshot_every,
                                 .snapshot_hold = c.workload->snapshot_hold,
+                                .transactions = c.workload->transactions,
                                 .probe = probe};
   return crashtest::run_kv_campaign<engine_subject<Config>>(
       config, [options](pv::model& m, crashtest::start how) {
