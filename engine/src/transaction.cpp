@@ -18,6 +18,8 @@
 #include <new>
 #include <vector>
 
+#include "flintkv/internal/emergency_reserve.hpp"
+#include "flintkv/internal/guarded.hpp"
 #include "flintkv/internal/no_memory_iterator.hpp"
 
 namespace flintkv::internal {
@@ -350,16 +352,6 @@ Status check_value(std::string_view value) {
   return Status::OK();
 }
 
-template <class F>
-Status guarded(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return Status::NoSpace("out of DRAM");
-  } catch (const std::exception& e) {
-    return Status::IOError(std::string("internal error: ") + e.what());
-  }
-}
 
 class transaction_impl final : public Transaction {
  public:
@@ -499,35 +491,13 @@ class no_memory_transaction final : public Transaction {
   static Status no_space() { return Status::NoSpace("out of DRAM"); }
 };
 
-static_assert(no_memory_transaction::kReserve == 64, "one bit of `taken` per slot");
-struct alignas(no_memory_transaction) reserve_slot {
-  std::byte bytes[sizeof(no_memory_transaction)];
-};
-reserve_slot reserve[no_memory_transaction::kReserve];
-std::atomic<std::uint64_t> taken{0};  // bit i: reserve[i] holds a transaction
+emergency_reserve<no_memory_transaction, no_memory_transaction::kReserve> reserve;
 
 void* no_memory_transaction::operator new(std::size_t size) noexcept {
-  if (void* p = ::operator new(size, std::nothrow)) return p;
-  std::uint64_t seen = taken.load(std::memory_order_relaxed);
-  while (seen != ~std::uint64_t{0}) {
-    const int i = std::countr_one(seen);
-    if (taken.compare_exchange_weak(seen, seen | (std::uint64_t{1} << i),
-                                    std::memory_order_acquire, std::memory_order_relaxed)) {
-      return reserve[i].bytes;
-    }
-  }
-  return nullptr;
+  return reserve.allocate(size);
 }
 
-void no_memory_transaction::operator delete(void* p) noexcept {
-  const std::less<const void*> before;
-  if (!before(p, reserve) && before(p, reserve + no_memory_transaction::kReserve)) {
-    const auto i = static_cast<std::size_t>(static_cast<reserve_slot*>(p) - reserve);
-    taken.fetch_and(~(std::uint64_t{1} << i), std::memory_order_release);
-    return;
-  }
-  ::operator delete(p);
-}
+void no_memory_transaction::operator delete(void* p) noexcept { reserve.release(p); }
 
 // Keys shown in messages: printable bytes as they are, others as \xNN.
 std::string printable(std::string_view key) {

@@ -72,6 +72,7 @@
 #include "flintkv/db.hpp"
 #include "flintkv/internal/combiner.hpp"
 #include "flintkv/internal/counter.hpp"
+#include "flintkv/internal/guarded.hpp"
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/iterator.hpp"
 #include "flintkv/internal/layout.hpp"
@@ -1043,16 +1044,6 @@ class engine final : public DB, private transaction_host {
                                    std::string(what) + " refused");
   }
 
-  template <class F>
-  static Status guarded(F&& f) noexcept {
-    try {
-      return f();
-    } catch (const std::bad_alloc&) {
-      return Status::NoSpace("out of DRAM");
-    } catch (const std::exception& e) {
-      return Status::IOError(std::string("internal error: ") + e.what());
-    }
-  }
 
   // ---- state -----------------------------------------------------------------------------
 
