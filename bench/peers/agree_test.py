@@ -3,7 +3,10 @@
 must find the same keys, every one of them, and report a sane store and memory. With weak
 puts (--sync=0) too: every system keeps every key, calls its persist as often as
 --persist_every says (each thread after every N of its puts and once at its end) and names
-its weak mode in its settings.
+its weak mode in its settings. And transfer, on every system with transactions, durable and
+weak: num transactions commit, every key is still there after (--verify=1), the aborts and
+the abort rate agree, the settings name the transaction; a system without transactions
+refuses it.
 
 usage: agree_test.py FLINTKV_PEERS
 
@@ -21,6 +24,15 @@ WEAK_SETTINGS = {
     "rocksdb": ("WriteOptions::sync = false", "FlushWAL(true)"),
     "leveldb": ("WriteOptions::sync = false", "empty WriteBatch with sync = true"),
     "lmdb": ("MDB_NOSYNC", "mdb_env_sync(env, 1)"),
+}
+
+
+# What each transactional system's settings() names of its transfer.
+TXN_SETTINGS = {
+    "flintkv": "DB::BeginTransaction",
+    "rocksdb-occ": "OptimisticTransactionDB",
+    "rocksdb-2pl": "deadlock_detect = true",
+    "lmdb": "one write transaction",
 }
 
 
@@ -71,6 +83,40 @@ def weak_failures(driver):
     return failures
 
 
+def transfer_failures(driver):
+    failures = []
+    for system, named in TXN_SETTINGS.items():
+        for threads, flags in ((1, ()), (2, ()), (2, ("--sync=0", f"--persist_every={EVERY}"))):
+            result = run(driver, system, "transfer", threads, "--verify=1", *flags)
+            where = f"{system} transfer threads={threads} {' '.join(flags)}".rstrip()
+            if result["ops"] != NUM or result["verified_keys"] != NUM:
+                failures.append(f"{where}: {result['ops']} transactions, "
+                                f"{result['verified_keys']} of {NUM} keys found after")
+            aborts = result.get("aborts")
+            if not isinstance(aborts, int) or aborts < 0:
+                failures.append(f"{where}: no aborts field: {result}")
+                continue
+            if abs(result.get("abort_rate", -1) - aborts / (aborts + NUM)) > 1e-9:
+                failures.append(f"{where}: abort_rate {result.get('abort_rate')} for "
+                                f"{aborts} aborts")
+            if system == "lmdb" and aborts != 0:
+                failures.append(f"{where}: {aborts} aborts in LMDB's serial writer")
+            if flags:
+                shares = [NUM * (t + 1) // threads - NUM * t // threads
+                          for t in range(threads)]
+                if result.get("persists") != expected_persists(shares):
+                    failures.append(f"{where}: {result.get('persists')} persists, expected "
+                                    f"{expected_persists(shares)}")
+            if named not in result["settings"] or "transfer" not in result["settings"]:
+                failures.append(f"{where}: settings do not name {named!r}: "
+                                f"{result['settings']}")
+    refused = subprocess.run([driver, "--system=leveldb", "--benchmark=transfer",
+                              f"--num={NUM}"], capture_output=True, text=True)
+    if refused.returncode != 2 or "no transactions" not in refused.stderr:
+        failures.append(f"leveldb transfer: exit {refused.returncode}, {refused.stderr!r}")
+    return failures
+
+
 def main():
     driver = sys.argv[1]
     failures = []
@@ -95,6 +141,7 @@ def main():
                     failures.append(f"{system} {benchmark} threads={threads}: not a sync run: "
                                     f"sync {result['sync']}, {result.get('persists')} persists")
     failures += weak_failures(driver)
+    failures += transfer_failures(driver)
     for failure in failures:
         print(failure)
     sys.exit(1 if failures else 0)

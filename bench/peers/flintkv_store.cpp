@@ -2,11 +2,14 @@
 // (every write durable on return: the engine's flushes and fences, as on persistent memory).
 // With store_config::sync false, every put has WriteOptions::sync = false and persist() is
 // DB::Persist() (Options::persist_interval stays off: only the driver's calls persist).
+// A transfer is a Transaction begun with the puts' WriteOptions (default TransactionOptions:
+// checksums verified on reads, as plain gets do); Busy from Commit is an abort.
 #include <memory>
 #include <string>
 
 #include "bench.hpp"
 #include "flintkv/db.hpp"
+#include "flintkv/transaction.hpp"
 #include "store.hpp"
 
 namespace flintkv::peers {
@@ -37,6 +40,20 @@ class flintkv_session final : public session {
     return it->status();
   }
 
+  Status transfer(std::string_view key_a, std::string_view key_b, std::string_view value_a,
+                  std::string_view value_b, bool* aborted) override {
+    *aborted = false;
+    std::unique_ptr<Transaction> txn = db_.BeginTransaction(write_);
+    for (std::string_view key : {key_a, key_b}) {
+      if (Status s = txn->Get(key, &value_); !s.ok() && !s.IsNotFound()) return s;
+    }
+    if (Status s = txn->Put(key_a, value_a); !s.ok()) return s;
+    if (Status s = txn->Put(key_b, value_b); !s.ok()) return s;
+    Status s = txn->Commit();
+    *aborted = s.IsBusy();
+    return *aborted ? Status::OK() : s;
+  }
+
  private:
   DB& db_;
   WriteOptions write_;
@@ -47,7 +64,7 @@ class flintkv_store final : public store {
  public:
   flintkv_store(std::unique_ptr<DB> db, std::uint64_t pool_size, const store_config& config)
       : db_(std::move(db)), pool_size_(pool_size), sync_(config.sync),
-        persist_every_(config.persist_every) {}
+        persist_every_(config.persist_every), transfers_(config.transfers) {}
 
   Status new_session(std::unique_ptr<session>* out) override {
     *out = std::make_unique<flintkv_session>(*db_, sync_);
@@ -63,7 +80,11 @@ class flintkv_store final : public store {
            (sync_ ? std::string("every put durable on return (default options)")
                   : "every put with WriteOptions::sync = false (visible on return), made "
                     "durable by DB::Persist() " + persist_cadence(persist_every_) +
-                    "; Options::persist_interval off");
+                    "; Options::persist_interval off") +
+           (transfers_ ? "; a transfer: DB::BeginTransaction with the puts' WriteOptions, "
+                         "Get both keys, Put both, Commit (serializable: validated at "
+                         "commit, Busy on a conflict)"
+                       : "");
   }
 
  private:
@@ -71,15 +92,21 @@ class flintkv_store final : public store {
   std::uint64_t pool_size_;
   bool sync_;
   std::uint64_t persist_every_;
+  bool transfers_;
 };
 
 }  // namespace
 
 Status open_flintkv(const store_config& config, std::unique_ptr<store>* out) {
-  // The pool `flintkv bench` would create for a fill followed by this many versions more.
+  // The pool `flintkv bench` would create for a fill followed by this many versions more,
+  // or by its transfer benchmark.
   tools::bench_config sizing;
   sizing.benchmarks = {"fillrandom"};
-  if (config.versions > config.num) sizing.benchmarks.push_back("overwrite");
+  if (config.transfers) {
+    sizing.benchmarks.push_back("transfer");
+  } else if (config.versions > config.num) {
+    sizing.benchmarks.push_back("overwrite");
+  }
   sizing.num = config.num;
   sizing.key_size = config.key_size;
   sizing.value_size = config.value_size;

@@ -8,7 +8,9 @@
 // documentation no longer promises integrity for MDB_NOSYNC. Reads renew a read transaction
 // (and cursor) of their session, reset after each operation: every get and seek reads the
 // newest committed state, as a new iterator does in the other systems. MDB_NOTLS ties a
-// read transaction to its session rather than to its thread.
+// read transaction to its session rather than to its thread. A transfer is one write
+// transaction that gets both keys and puts both, committed as a put's is: LMDB's writers
+// run one at a time, so it is serializable and never aborts.
 #include <lmdb.h>
 
 #include <memory>
@@ -45,6 +47,31 @@ class lmdb_session final : public session {
       return lmdb_error("put", rc);
     }
     if (int rc = mdb_txn_commit(txn); rc != 0) return lmdb_error("commit", rc);
+    return Status::OK();
+  }
+
+  Status transfer(std::string_view key_a, std::string_view key_b, std::string_view value_a,
+                  std::string_view value_b, bool* aborted) override {
+    *aborted = false;
+    MDB_txn* txn = nullptr;
+    if (int rc = mdb_txn_begin(env_, nullptr, 0, &txn); rc != 0) return lmdb_error("begin", rc);
+    auto fail = [txn](const char* what, int rc) {
+      mdb_txn_abort(txn);
+      return lmdb_error(what, rc);
+    };
+    for (std::string_view key : {key_a, key_b}) {
+      MDB_val k = val(key), v;
+      int rc = mdb_get(txn, dbi_, &k, &v);
+      if (rc == 0) {
+        value_.assign(static_cast<const char*>(v.mv_data), v.mv_size);
+      } else if (rc != MDB_NOTFOUND) {
+        return fail("transfer get", rc);
+      }
+    }
+    MDB_val ka = val(key_a), va = val(value_a), kb = val(key_b), vb = val(value_b);
+    if (int rc = mdb_put(txn, dbi_, &ka, &va, 0); rc != 0) return fail("transfer put", rc);
+    if (int rc = mdb_put(txn, dbi_, &kb, &vb, 0); rc != 0) return fail("transfer put", rc);
+    if (int rc = mdb_txn_commit(txn); rc != 0) return lmdb_error("transfer commit", rc);
     return Status::OK();
   }
 
@@ -108,7 +135,7 @@ class lmdb_store final : public store {
   lmdb_store(MDB_env* env, MDB_dbi dbi, std::string dir, std::uint64_t map_size,
              const store_config& config)
       : env_(env), dbi_(dbi), dir_(std::move(dir)), map_size_(map_size), sync_(config.sync),
-        persist_every_(config.persist_every) {}
+        persist_every_(config.persist_every), transfers_(config.transfers) {}
   ~lmdb_store() override { mdb_env_close(env_); }
   lmdb_store(const lmdb_store&) = delete;
   lmdb_store& operator=(const lmdb_store&) = delete;
@@ -134,7 +161,10 @@ class lmdb_store final : public store {
                   : "flags MDB_NOTLS and MDB_NOSYNC (no MDB_NOMETASYNC, MDB_WRITEMAP); every "
                     "put its own write transaction, committed without a sync, made durable "
                     "by mdb_env_sync(env, 1) " + persist_cadence(persist_every_)) +
-           "; one writer at a time";
+           "; one writer at a time" +
+           (transfers_ ? "; a transfer: one write transaction (mdb_get both keys, mdb_put "
+                         "both, committed as a put's): serial, never aborts"
+                       : "");
   }
 
  private:
@@ -144,6 +174,7 @@ class lmdb_store final : public store {
   std::uint64_t map_size_;
   bool sync_;
   std::uint64_t persist_every_;
+  bool transfers_;
 };
 
 }  // namespace

@@ -14,16 +14,25 @@
 //   overwrite         the fill, then every key once more, in a new random order
 //   readwhilewriting  the fill, then --threads readers do readrandom while one writer puts
 //                     random keys until they are done (at most num puts); the readers' rate
+//   transfer          the fill, then num transactions, each reading two keys uniform over
+//                     [0, num) and writing both with the next two values (session::transfer;
+//                     the systems of kTransactionalSystems only); an attempt that aborts on
+//                     a conflict counts in "aborts" (and "abort_rate": aborts over all
+//                     attempts) and is begun again, with new values, its time counted in the
+//                     run's; ops are the committed transactions
 // Besides ops/s: the store's bytes per live key after the workload (its files' sizes;
 // FlintKV: the pool's bytes in use) and the peak resident memory of the process
-// (getrusage's ru_maxrss: the fill included).
+// (getrusage's ru_maxrss: the fill included). With --verify=1 (for the tests), after the
+// timed part, one session gets every key 0 .. num-1 and "verified_keys" says how many it
+// found (untimed).
 //
 // Durability, as `flintkv bench` has it: --sync=1 (the default) makes every put durable on
 // return; --sync=0 makes every put of the run weak (the untimed fill's too), each thread
 // calling its session's persist() after every --persist_every of its puts and once at its
 // end, inside the timed run (store.hpp says what persist() is in each system). The JSON
 // line says "sync"; with --sync=0 also "persist_every" and "persists" (the timed run's
-// persist() calls, the writer's included).
+// persist() calls, the writer's included). A committed transfer counts as one put there,
+// as one write in `flintkv bench` (its two puts are one commit).
 //
 // Thread safety: main runs on one thread and starts the workers.
 #include <sys/resource.h>
@@ -57,13 +66,14 @@ using tools::json_number;
 using tools::random_source;
 
 constexpr std::string_view kBenchmarks[] = {"fillrandom", "readrandom", "seekrandom",
-                                            "overwrite", "readwhilewriting"};
+                                            "overwrite", "readwhilewriting", "transfer"};
 constexpr std::uint64_t kMaxThreads = 256;
 
 struct peers_config {
   std::string system, benchmark;
   std::uint64_t num = 1000000, threads = 1, key_size = 16, value_size = 64, seek_nexts = 10;
   bool sync = true;                    // every put durable on return; false: weak puts
+  bool verify = false;                 // after the timed part, count the keys present
   std::uint64_t persist_every = 1000;  // with sync false: each thread's puts per persist()
   std::optional<std::string> db;  // the store's directory; nullopt: /dev/shm/flintkv-peers-PID
 };
@@ -79,6 +89,8 @@ struct worker {
   std::uint64_t ops = 0, found = 0;
   std::uint64_t unpersisted = 0;  // --sync=0: puts since this worker's last persist()
   std::uint64_t persists = 0;     // persist() calls
+  std::uint64_t aborts = 0;       // transfer: attempts that aborted on a conflict
+  std::string key_a, key_b;       // transfer: the keys of the current transaction
   steady::time_point start, finish;
   Status status;
 };
@@ -89,6 +101,7 @@ struct result {
   double seconds = 0;  // from the earliest start to the latest finish
   std::optional<std::uint64_t> found, writer_puts;
   std::uint64_t persists = 0;  // persist() calls of every worker (--sync=0)
+  std::optional<std::uint64_t> aborts;  // transfer: aborted attempts of every worker
 };
 
 class runner {
@@ -102,6 +115,7 @@ class runner {
     if (benchmark == "fillrandom" || benchmark == "overwrite") return writes(position, r);
     if (benchmark == "readrandom") return reads(position, r);
     if (benchmark == "seekrandom") return seeks(position, r);
+    if (benchmark == "transfer") return transfers(position, r);
     return read_while_writing(position, r);
   }
 
@@ -156,6 +170,7 @@ class runner {
       last = std::max(last, w.finish);
       r->ops += w.ops;
       if (r->found) *r->found += w.found;
+      if (r->aborts) *r->aborts += w.aborts;
     }
     for (const worker& w : *workers) {
       if (!w.status.ok()) return w.status;
@@ -173,6 +188,12 @@ class runner {
   // One put, and with --sync=0 the persist() that every --persist_every puts of `w` call for.
   Status put_one(worker& w, std::string_view key) {
     if (Status s = w.me->put(key, values_.next(w.value_position)); !s.ok()) return s;
+    return persist_now_and_then(w);
+  }
+
+  // With --sync=0: counts one put (or committed transfer) of `w`, and calls persist() when
+  // they make --persist_every since its last.
+  Status persist_now_and_then(worker& w) {
     if (config_.sync || config_.persist_every == 0) return Status::OK();
     if (++w.unpersisted < config_.persist_every) return Status::OK();
     w.unpersisted = 0;
@@ -230,6 +251,29 @@ class runner {
     }, r);
   }
 
+  // Each transaction: two keys uniform over [0, num), as `flintkv bench`'s transfer draws
+  // them, and two new values per attempt; begun again while it aborts.
+  Status transfers(std::size_t position, result* r) {
+    r->aborts = 0;
+    return measure(position, [this](worker& w) {
+      for (std::uint64_t i = w.begin; i < w.end; ++i, ++w.ops) {
+        w.key_a = w.keys.key(w.random.uniform(config_.num));
+        w.key_b = w.keys.key(w.random.uniform(config_.num));
+        for (bool aborted = true; aborted;) {
+          const std::string_view value_a = values_.next(w.value_position);
+          const std::string_view value_b = values_.next(w.value_position);
+          if (Status s = w.me->transfer(w.key_a, w.key_b, value_a, value_b, &aborted);
+              !s.ok()) {
+            return s;
+          }
+          w.aborts += aborted;
+        }
+        if (Status s = persist_now_and_then(w); !s.ok()) return s;
+      }
+      return persist_at_end(w);
+    }, r);
+  }
+
   Status read_while_writing(std::size_t position, result* r) {
     const std::uint64_t readers = config_.threads, num = config_.num;
     std::atomic<std::uint64_t> readers_done{0};
@@ -282,6 +326,11 @@ peers_config parse(tools::arguments& args) {
   if (!listed(kBenchmarks, c.benchmark)) {
     throw tools::usage_error("--benchmark: one of " + names(kBenchmarks));
   }
+  if (c.benchmark == "transfer" && !listed(kTransactionalSystems, c.system)) {
+    throw tools::usage_error("--benchmark=transfer: " + c.system +
+                             " has no transactions (systems with them: " +
+                             names(kTransactionalSystems) + ")");
+  }
   c.num = args.number("num", c.num, 1, std::uint64_t{1} << 40);
   c.threads = args.number("threads", c.threads, 1, kMaxThreads);
   c.key_size = args.number("key_size", c.key_size, 1, 4095);
@@ -289,6 +338,7 @@ peers_config parse(tools::arguments& args) {
   c.seek_nexts = args.number("seek_nexts", c.seek_nexts, 0, 1u << 20);
   c.sync = args.number("sync", 1, 0, 1) == 1;
   c.persist_every = args.number("persist_every", c.persist_every, 0, std::uint64_t{1} << 40);
+  c.verify = args.number("verify", 0, 0, 1) == 1;
   c.db = args.text("db");
   if (c.db && c.db->empty()) throw tools::usage_error("--db: empty path");
   args.reject_unused("flintkv_peers");
@@ -301,9 +351,13 @@ peers_config parse(tools::arguments& args) {
 
 constexpr const char* kUsage =
     "Usage: flintkv_peers --system=S --benchmark=B [--flag=value ...]\n"
-    "  --system=S        flintkv, rocksdb, leveldb or lmdb\n"
-    "  --benchmark=B     fillrandom, readrandom, seekrandom, overwrite or readwhilewriting\n"
-    "                    (all but fillrandom fill the store first, untimed)\n"
+    "  --system=S        flintkv, rocksdb, rocksdb-occ (RocksDB's OptimisticTransactionDB),\n"
+    "                    rocksdb-2pl (its TransactionDB), leveldb or lmdb\n"
+    "  --benchmark=B     fillrandom, readrandom, seekrandom, overwrite, readwhilewriting\n"
+    "                    or transfer (each op a transaction: read two random keys, write\n"
+    "                    both, begin again on a conflict; flintkv, rocksdb-occ,\n"
+    "                    rocksdb-2pl and lmdb); all but fillrandom fill the store first,\n"
+    "                    untimed\n"
     "  --num=N           keys, and operations timed (default 1000000)\n"
     "  --threads=T       threads sharing the operations (default 1); readwhilewriting runs\n"
     "                    T readers and one writer\n"
@@ -315,9 +369,25 @@ constexpr const char* kUsage =
     "                    each thread calling the system's persist after every\n"
     "                    --persist_every of its puts (default 1000; 0: never) and once at\n"
     "                    its end, inside the timed run\n"
+    "  --verify=0|1      1: after the timed part, get every key 0 .. num-1 and print how\n"
+    "                    many were found (\"verified_keys\"; untimed)\n"
     "  --db=DIR          the store's directory: must not exist; created, removed at exit\n"
     "                    (default /dev/shm/flintkv-peers-PID)\n"
-    "Prints one JSON line: ops/s, store bytes per live key, peak resident memory, settings.\n";
+    "Prints one JSON line: ops/s, store bytes per live key, peak resident memory, settings\n"
+    "(transfer: also the aborted attempts and their share of all attempts).\n";
+
+// --verify: gets every key 0 .. num-1 in one new session; *found counts those present.
+Status count_keys(const peers_config& config, store& db, std::uint64_t* found) {
+  std::unique_ptr<session> me;
+  if (Status s = db.new_session(&me); !s.ok()) return s;
+  key_formatter keys(config.key_size);
+  for (std::uint64_t k = 0; k < config.num; ++k) {
+    bool present = false;
+    if (Status s = me->get(keys.key(k), &present); !s.ok()) return s;
+    *found += present;
+  }
+  return Status::OK();
+}
 
 // A JSON string.
 std::string json_string(std::string_view s) { return "\"" + tools::json_escape(s) + "\""; }
@@ -351,9 +421,11 @@ int run(const peers_config& config) {
   sc.value_size = config.value_size;
   const bool writes_more =
       config.benchmark == "overwrite" || config.benchmark == "readwhilewriting";
-  sc.versions = config.num * (writes_more ? 2 : 1);
+  // transfer: two versions per committed transaction (an aborted one writes none).
+  sc.versions = config.num * (config.benchmark == "transfer" ? 3 : writes_more ? 2 : 1);
   sc.sync = config.sync;
   sc.persist_every = config.persist_every;
+  sc.transfers = config.benchmark == "transfer";
   std::unique_ptr<store> db;
   if (Status s = open_store(config.system, sc, &db); !s.ok()) return fail(s);
 
@@ -364,6 +436,11 @@ int run(const peers_config& config) {
   }
   if (Status s = bench.run(config.benchmark, fills_first ? 1 : 0, &timed); !s.ok()) {
     return fail(s);
+  }
+  std::optional<std::uint64_t> verified;
+  if (config.verify) {
+    verified = 0;
+    if (Status s = count_keys(config, *db, &*verified); !s.ok()) return fail(s);
   }
   const std::uint64_t bytes = db->bytes();
   const std::uint64_t live = db->live_keys().value_or(config.num);
@@ -394,7 +471,14 @@ int run(const peers_config& config) {
   if (timed.found) field("found", integer(*timed.found));
   if (timed.writer_puts) field("writer_puts", integer(*timed.writer_puts));
   if (!config.sync) field("persists", integer(timed.persists));
+  if (timed.aborts) {
+    const std::uint64_t attempts = timed.ops + *timed.aborts;
+    field("aborts", integer(*timed.aborts));
+    field("abort_rate",
+          json_number(attempts > 0 ? double(*timed.aborts) / double(attempts) : 0));
+  }
   if (fills_first) field("fill_seconds", json_number(fill.seconds));
+  if (verified) field("verified_keys", integer(*verified));
   field("live_keys", integer(live));
   field("store_bytes", integer(bytes));
   field("bytes_per_key", live > 0 ? json_number(double(bytes) / double(live)) : "null");
@@ -410,6 +494,8 @@ Status open_store(std::string_view system, const store_config& config,
                   std::unique_ptr<store>* out) {
   if (system == "flintkv") return open_flintkv(config, out);
   if (system == "rocksdb") return open_rocksdb(config, out);
+  if (system == "rocksdb-occ") return open_rocksdb_occ(config, out);
+  if (system == "rocksdb-2pl") return open_rocksdb_2pl(config, out);
   if (system == "leveldb") return open_leveldb(config, out);
   if (system == "lmdb") return open_lmdb(config, out);
   return Status::InvalidArgument("unknown system " + std::string(system));

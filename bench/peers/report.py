@@ -8,6 +8,7 @@ OUT_DIR holds results.jsonl (one JSON object per run, as flintkv_peers prints it
 run's number added), uptime-before and uptime-after. The plot is drawn with gnuplot.
 Runs with "sync": false (flintkv_peers --sync=0; a line without "sync" is a sync run) go
 into their own section, "Writes not synced on return", with ratios to FlintKV's weak mode.
+The transfer runs (either mode) go into "Transactions", with their abort rates.
 """
 import json
 import os
@@ -23,6 +24,11 @@ SYSTEMS = [("flintkv", "FlintKV"), ("rocksdb", "RocksDB"), ("leveldb", "LevelDB"
 BENCHMARKS = ["fillrandom", "readrandom", "seekrandom", "overwrite", "readwhilewriting"]
 # The workloads whose timed part writes: the only ones run with weak puts (run.sh).
 WEAK_BENCHMARKS = ["fillrandom", "overwrite", "readwhilewriting"]
+# The columns of "Transactions": RocksDB's two transaction databases in place of plain
+# RocksDB; LevelDB, which has no transactions, always "–".
+TXN_SYSTEMS = [("flintkv", "FlintKV"), ("rocksdb-occ", "RocksDB OCC"),
+               ("rocksdb-2pl", "RocksDB 2PL"), ("leveldb", "LevelDB"), ("lmdb", "LMDB")]
+LABELS = dict(SYSTEMS + TXN_SYSTEMS)
 
 INTRO = """\
 FlintKV beside three embedded stores a user would weigh against it: RocksDB, LevelDB and LMDB,
@@ -43,6 +49,7 @@ process, as `flintkv bench --benchmarks=fillrandom,<workload>` does), then time 
 | seekrandom | num times: a new iterator (LMDB: a renewed read transaction and cursor), Seek to a random key, then 10 Next |
 | overwrite | every key put once more, in a new random order |
 | readwhilewriting | T threads do readrandom while one more thread puts random keys until they are done (at most num puts); the readers' ops/s |
+| transfer | num transactions, each reading two keys drawn uniformly over [0, num) and writing both; in the systems with transactions only (section "Transactions") |
 
 With T threads the operations are split in T shares that start together at a barrier; ops/s
 is all operations over the time from the first thread's start to the last one's end."""
@@ -117,6 +124,30 @@ would wait for the device; FlintKV's `Persist()` runs its write-backs and fences
 persistent memory. So this section compares each system's write path with durability
 deferred, and its persist at the cost this medium gives it: that favours the peers, whose
 persist elsewhere would wait for a device write once per thread and persist interval."""
+
+
+TXN_INTRO = """\
+Each operation is a transaction, as in `flintkv bench --benchmarks=fillrandom,transfer`:
+after the untimed fill, read two keys drawn uniformly over [0, num) (the same key, now and
+then), put a new value for each, commit. An attempt that fails on a conflict is abandoned,
+nothing of it applied, and begun again with new values; its time counts in the run's. ops/s
+counts committed transactions; the abort rate is the aborted attempts over all attempts
+(`flintkv_peers --benchmark=transfer`, fields `aborts` and `abort_rate`). A commit is
+durable on return as each system's put is above (FlintKV: its version flushed and fenced;
+RocksDB: the WAL synced, `WriteOptions::sync = true`; LMDB: a synced commit); with weak
+puts (when that mode was run) it is weak as they are, and each thread persists after every
+{every} of its committed transactions and at its end.
+
+RocksDB's transaction databases have the options of RocksDB above (write buffer, block
+cache, bloom filter, compression), and their fill is RocksDB's plain puts through them.
+
+| system | a transfer | isolation | a conflict |
+|---|---|---|---|
+| FlintKV | `DB::BeginTransaction` with the puts' `WriteOptions`, `Get` of both keys, `Put` of both, `Commit` | serializable: optimistic, validated at commit (a key read or written got a version after the transaction's snapshot) | `Commit` returns Busy; nothing waits |
+| RocksDB OCC | `OptimisticTransactionDB` (`kValidateParallel`, the default), `BeginTransaction` without a snapshot, `GetForUpdate` of both keys, `Put` of both, `Commit` | serializable for this workload: `Commit` checks that no key read with `GetForUpdate` was written since it was read (every key read is written) | `Commit` returns Busy (TryAgain if the memtable history kept for the check, `max_write_buffer_size_to_maintain` -1, no longer tells) |
+| RocksDB 2PL | `TransactionDB` (pessimistic, write-committed), the same calls, `TransactionOptions::deadlock_detect = true` | strict two-phase locking: `GetForUpdate` takes the key's exclusive lock until `Commit` (keys locked in the transaction's order, not sorted) | a lock that would close a deadlock fails at once with Busy; a lock wait longer than the lock timeout (1 s, the default) fails with TimedOut; any other conflict waits for the lock |
+| LevelDB | none: no transactions (a `WriteBatch` is atomic but reads nothing) | – | – |
+| LMDB | one write transaction: `mdb_get` of both keys, `mdb_put` of both, a synced commit | serial: one writer at a time | none: writers queue for LMDB's write lock |"""
 
 
 def median(values):
@@ -240,6 +271,53 @@ def weak_section(w, every, reported):
         w("")
 
 
+def percent(v):
+    return "0" if v == 0 else f"{100 * v:.3g}%"
+
+
+def transactions_section(w, every, reported, points, ops, abort_rate):
+    """"Transactions": the systems, the reported settings, ops/s with ratios and the abort
+    rates; `points`: (mode label, threads)."""
+    w("## Transactions")
+    w("")
+    w(TXN_INTRO.format(every=every))
+    w("")
+    if reported:
+        w("As each system reported its settings in these runs:")
+        w("")
+        for label, text in reported:
+            w(f"- {label}: {text}")
+        w("")
+    header = "| commits | threads | " + " | ".join(label for _, label in TXN_SYSTEMS) + " |"
+    rule = "|---|---:|" + "---:|" * len(TXN_SYSTEMS)
+    w("### Transfer throughput (committed transactions/s)")
+    w("")
+    w("Medians over the runs; in parentheses, for each peer: FlintKV's figure divided by the "
+      "peer's (above 1: FlintKV is faster).")
+    w("")
+    w(header)
+    w(rule)
+    for mode, t in points:
+        flintkv = ops(mode, t, "flintkv")
+        cells = [si(flintkv) if s == "flintkv" else cell(ops(mode, t, s), flintkv, si)
+                 for s, _ in TXN_SYSTEMS]
+        w(f"| {mode} | {t} | " + " | ".join(cells) + " |")
+    w("")
+    w("### Abort rate")
+    w("")
+    w("Aborted attempts over all attempts (median over the runs).")
+    w("")
+    w(header)
+    w(rule)
+    for mode, t in points:
+        cells = []
+        for s, _ in TXN_SYSTEMS:
+            v = abort_rate(mode, t, s)
+            cells.append("–" if v is None else percent(v))
+        w(f"| {mode} | {t} | " + " | ".join(cells) + " |")
+    w("")
+
+
 def write_page(report, lines):
     with open(report, "w") as f:
         f.write("\n".join(lines).rstrip() + "\n")
@@ -258,9 +336,11 @@ def placeholder(report):
     w("")
     w("It then shows the machine and its load, the settings each run reported, the medians "
       "of ops/s, bytes per live key and peak resident memory with their ratios to FlintKV, "
-      "the plot `docs/peers.png`, and the writing workloads again with puts not synced on "
-      "return. `RUNS=1 NUM=20000 bench/peers/run.sh` checks in a minute that everything "
-      "runs (its figures mean nothing).")
+      "the plot `docs/peers.png`, the writing workloads again with puts not synced on "
+      "return, and transactions (transfer) beside RocksDB's optimistic and pessimistic "
+      "transaction databases and LMDB, with abort rates. `RUNS=1 NUM=20000 "
+      "bench/peers/run.sh` checks in a minute that everything runs (its figures mean "
+      "nothing).")
     w("")
     fixed_sections(w, [])
     w("## Figures")
@@ -277,6 +357,10 @@ def placeholder(report):
     for bench in WEAK_BENCHMARKS:
         for t in (1, 2):
             w(f"| {bench} | {t} | – | – | – | – |")
+    w("")
+    transactions_section(w, 1000, [], [(mode, t) for mode in ("durable", "weak")
+                                       for t in (1, 2)],
+                         lambda *_: None, lambda *_: None)
     write_page(report, lines)
 
 
@@ -290,8 +374,14 @@ def main():
         sys.exit(f"no results in {out_dir}")
     by_point = {}  # (benchmark, threads, system) -> [result], every put durable on return
     weak_point = {}  # the same, runs with weak puts ("sync": false)
+    txn_point = {}  # ("durable" or "weak", threads, system) -> [result], transfer runs
     for r in results:
-        into = by_point if r.get("sync", True) else weak_point
+        durable = r.get("sync", True)
+        if r["benchmark"] == "transfer":
+            txn_point.setdefault(("durable" if durable else "weak", r["threads"], r["system"]),
+                                 []).append(r)
+            continue
+        into = by_point if durable else weak_point
         into.setdefault((r["benchmark"], r["threads"], r["system"]), []).append(r)
     systems = [(s, label) for s, label in SYSTEMS
                if any(k[2] == s for k in list(by_point) + list(weak_point))]
@@ -300,6 +390,8 @@ def main():
               if any((b, t, s) in by_point for s, _ in systems)]
     weak_points = [(b, t) for t in threads for b in WEAK_BENCHMARKS
                    if any((b, t, s) in weak_point for s, _ in systems)]
+    txn_points = [(mode, t) for mode in ("durable", "weak") for t in threads
+                  if any(k[:2] == (mode, t) for k in txn_point)]
     runs = sorted({r["run"] for r in results})
 
     def metric(field, scale=1.0, where=by_point):
@@ -323,18 +415,19 @@ def main():
       f"{load_average(read_text(os.path.join(out_dir, 'uptime-before')))} before and "
       f"{load_average(read_text(os.path.join(out_dir, 'uptime-after')))} after.")
     w("")
-    def reported(where):
-        return [(label, text) for s, label in systems
+    def reported(where, among=None):
+        return [(label, text) for s, label in among or systems
                 for text in sorted({r["settings"] for k, rs in where.items() if k[2] == s
                                     for r in rs})]
 
     fixed_sections(w, reported(by_point))
     w("## Figures")
     w("")
-    w("Medians over the runs. In parentheses, for each peer: FlintKV's figure divided by the "
-      "peer's (for ops/s above 1 means FlintKV is faster; for bytes and memory above 1 means "
-      "FlintKV uses more).")
-    w("")
+    if points or weak_points:
+        w("Medians over the runs. In parentheses, for each peer: FlintKV's figure divided by "
+          "the peer's (for ops/s above 1 means FlintKV is faster; for bytes and memory above 1 "
+          "means FlintKV uses more).")
+        w("")
     if points:
         table(w, "Throughput (ops/s), every put durable on return",
               "![ops/s per workload and system](peers.png)", points, systems, ops, si)
@@ -343,9 +436,12 @@ def main():
         table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, "
               "the fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
               lambda v: f"{v:.0f}")
-    else:
+    elif weak_points:
         w("No run with every put durable on return (`SYNC=1` was not among the modes run): "
           "only the weak puts below, and no plot.")
+        w("")
+    else:
+        w("Only transfer was run: its figures are in \"Transactions\" below.")
         w("")
     rww = [(t, s, median([r.get("writer_puts") for r in by_point[("readwhilewriting", t, s)]]))
            for t in threads for s, _ in systems if ("readwhilewriting", t, s) in by_point]
@@ -377,6 +473,13 @@ def main():
               "(median): " + "; ".join(f"{dict(SYSTEMS)[s]} {t} thr {v:,.0f}"
                                        for t, s, v in rww if v is not None) + ".")
             w("")
+    if txn_points:
+        everies = sorted({r.get("persist_every") for k, rs in txn_point.items()
+                          if k[0] == "weak" for r in rs}, key=str)
+        transactions_section(
+            w, everies[0] if len(everies) == 1 else " or ".join(map(str, everies)) or 1000,
+            reported(txn_point, TXN_SYSTEMS), txn_points,
+            metric("ops_per_sec", where=txn_point), metric("abort_rate", where=txn_point))
     write_page(report, lines)
     if points:
         plot(points, systems, ops, out_dir, png)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The peer benchmark: FlintKV beside RocksDB, LevelDB and LMDB (Debian's packages) on this
-# machine. Installs what is missing (as scripts/run does, with the peers' libraries and
-# gnuplot), builds the driver (configured only where the libraries are found), runs
-# every system x workload x thread count x durability mode RUNS times, each run a fresh
-# process and a fresh store in /dev/shm, the systems alternating run by run (each run
-# starts with the next system), and writes docs/peers.md (machine, settings, medians,
-# ratios to FlintKV) and docs/peers.png from the JSON lines the runs printed.
+# machine, and beside RocksDB's two transaction databases on transfer. Installs what is
+# missing (as scripts/run does, with the peers' libraries and gnuplot), builds the driver
+# (configured only where the libraries are found), runs every system x workload x thread
+# count x durability mode RUNS times, each run a fresh process and a fresh store in
+# /dev/shm, the systems alternating run by run (each run starts with the next system), and
+# writes docs/peers.md (machine, settings, medians, ratios to FlintKV) and docs/peers.png
+# from the JSON lines the runs printed.
 #
 #   bench/peers/run.sh                        # NUM=1000000 RUNS=3 THREADS="1 2" SYNC="1 0"
 #   RUNS=1 NUM=20000 bench/peers/run.sh       # a quick check that everything runs
@@ -13,7 +14,14 @@
 # SYNC lists the durability modes: 1, every put durable on return; 0, weak puts made
 # durable by each thread's persist after every PERSIST_EVERY (default 1000) of its puts and
 # at its end (flintkv_peers --sync=0 --persist_every=N). Mode 0 runs only the workloads
-# that write (fillrandom, overwrite, readwhilewriting), those of BENCHMARKS.
+# that write (fillrandom, overwrite, readwhilewriting, transfer), those of BENCHMARKS.
+# transfer (a transaction per op: read two random keys, write both) runs on the systems with
+# transactions only: flintkv, rocksdb-occ (RocksDB's OptimisticTransactionDB), rocksdb-2pl
+# (its pessimistic TransactionDB) and lmdb; rocksdb-occ and rocksdb-2pl run nothing else.
+# Only the transactional comparison (docs/peers.md then has only its section):
+#
+#   BENCHMARKS=transfer SYSTEMS="flintkv rocksdb-occ rocksdb-2pl lmdb" SYNC=1 bench/peers/run.sh
+#
 # Also: VALUE_SIZE (default 64), BENCHMARKS, SYSTEMS (default: all), BUILD_DIR (default
 # build). Run it on a quiet machine. The raw results stay in $BUILD_DIR/peers/results.jsonl.
 extra_packages=(librocksdb-dev libleveldb-dev liblmdb-dev gnuplot-nox)
@@ -24,7 +32,7 @@ num=${NUM:-1000000}
 runs=${RUNS:-3}
 threads=${THREADS:-1 2}
 value_size=${VALUE_SIZE:-64}
-benchmarks=${BENCHMARKS:-fillrandom readrandom seekrandom overwrite readwhilewriting}
+benchmarks=${BENCHMARKS:-fillrandom readrandom seekrandom overwrite readwhilewriting transfer}
 syncs=${SYNC:-1 0}
 persist_every=${PERSIST_EVERY:-1000}
 for y in $syncs; do
@@ -34,8 +42,20 @@ for y in $syncs; do
   fi
 done
 # The workloads whose timed part writes: the only ones run with weak puts.
-writes() { case $1 in fillrandom | overwrite | readwhilewriting) return 0 ;; esac; return 1; }
-read -r -a systems <<< "${SYSTEMS:-flintkv rocksdb leveldb lmdb}"
+writes() {
+  case $1 in fillrandom | overwrite | readwhilewriting | transfer) return 0 ;; esac
+  return 1
+}
+# Whether system $1 runs workload $2: transfer needs transactions, and RocksDB's transaction
+# databases run only transfer (their other workloads would be plain RocksDB's).
+runs_on() {
+  case $2 in
+    transfer) case $1 in flintkv | rocksdb-occ | rocksdb-2pl | lmdb) return 0 ;; esac ;;
+    *) case $1 in rocksdb-occ | rocksdb-2pl) ;; *) return 0 ;; esac ;;
+  esac
+  return 1
+}
+read -r -a systems <<< "${SYSTEMS:-flintkv rocksdb rocksdb-occ rocksdb-2pl leveldb lmdb}"
 
 driver="$build_dir/bench/peers/flintkv_peers"
 if [ ! -f "$build_dir/build.ninja" ]; then
@@ -73,13 +93,18 @@ for r in $(seq 1 "$runs"); do
         [ "$y" = 1 ] || writes "$b" || continue
         for i in "${!systems[@]}"; do
           s=${systems[$(( (i + r - 1) % ${#systems[@]} ))]}
+          runs_on "$s" "$b" || continue
           line=$("$driver" --system="$s" --benchmark="$b" --threads="$t" --num="$num" \
                    --value_size="$value_size" --sync="$y" --persist_every="$persist_every" \
                    --db="$store")
           echo "{\"run\": $r, ${line#\{}" >> "$out/results.jsonl"
           ops=$(sed -E 's/.*"ops_per_sec": ([^,]+),.*/\1/' <<< "$line")
-          printf '== run %s of %s: %-16s %s thr sync=%s %-8s %12.0f ops/s\n' "$r" "$runs" "$b" \
-            "$t" "$y" "$s" "$ops"
+          aborts=""
+          if [ "$b" = transfer ]; then
+            aborts=$(sed -E 's/.*"aborts": ([0-9]+),.*/ (\1 aborts)/' <<< "$line")
+          fi
+          printf '== run %s of %s: %-16s %s thr sync=%s %-11s %12.0f ops/s%s\n' "$r" "$runs" \
+            "$b" "$t" "$y" "$s" "$ops" "$aborts"
         done
       done
     done

@@ -11,10 +11,15 @@
 //   ...                                             // puts visible on return,
 //   if (s.ok()) s = me->persist();                  // durable once a persist returned
 //
+//   bool aborted = true;                            // a transfer (transactional systems):
+//   while (s.ok() && aborted) {                     // read both keys, write both, commit;
+//     s = me->transfer("0000000000000042", "0000000000000007", v1, v2, &aborted);
+//   }                                               // aborted: a conflict, nothing applied
+//
 // Thread safety: a store is shared by the benchmark's threads (new_session may be called by
 // any of them at once); a session is used by the thread that made it, and only while the
-// store lives. Sessions of one store may put and persist at the same time. bytes() and
-// settings() are called while no session works.
+// store lives. Sessions of one store may put, transfer and persist at the same time.
+// bytes() and settings() are called while no session works.
 //
 // Persistence, each system in its own way (settings() says which):
 // - store_config::sync true (the default): every put is durable when it returns. FlintKV
@@ -29,6 +34,24 @@
 //   switched away from are durable once that memtable's flush has finished
 //   (leveldb_store.cpp). Each system's own rules for a crash in between apply
 //   (docs/peers.md says them).
+//
+// Transactions (session::transfer), in the systems of kTransactionalSystems; the others
+// return InvalidArgument. A transfer that commits is atomic (both writes or neither, for every
+// reader and after a crash) and durable as a put is in the mode (above). Isolation, each
+// system's own:
+// - FlintKV: DB::BeginTransaction, two Gets, two Puts, Commit; serializable by validation
+//   at commit (a key read or written got a version after the snapshot: Busy).
+// - rocksdb-occ: OptimisticTransactionDB, two GetForUpdate, two Puts, Commit; without a
+//   snapshot, Commit fails (Busy, or TryAgain when the memtable history is too short) when
+//   either key was written by another since this transaction first read it: for this
+//   workload (every key read is written) serializable.
+// - rocksdb-2pl: TransactionDB (pessimistic, write-committed), GetForUpdate takes each key's
+//   exclusive lock (held until Commit): strict two-phase locking, serializable. A lock
+//   request that would close a cycle fails at once (deadlock detection: Busy); one that
+//   waits longer than the lock timeout fails with TimedOut (rocksdb_store.cpp says the
+//   settings).
+// - LMDB: one write transaction (LMDB's single writer) reading and putting both keys:
+//   serial, so serializable trivially; it never aborts.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +77,8 @@ struct store_config {
   // of a session, and once at the end of its run (0: only at the end). The backends only
   // state it in settings().
   std::uint64_t persist_every = 1000;
+  // The workload runs session::transfer: settings() then also says what a transfer is.
+  bool transfers = false;
 };
 
 // One thread's handle on a store (and its reusable buffers, read transaction, cursor).
@@ -73,6 +98,20 @@ class session {
   // A new iterator (cursor) on the newest state: Seek to the first key at or after `key`,
   // then up to `nexts` steps forward. *found says whether `key` itself was there.
   [[nodiscard]] virtual Status seek(std::string_view key, std::uint64_t nexts, bool* found) = 0;
+  // One attempt at a transfer: a transaction that reads `key_a` and `key_b` (into the
+  // session's buffer; the keys may be equal), puts `value_a` for key_a and `value_b` for
+  // key_b, and commits (see Transactions above). OK with *aborted false: committed. OK
+  // with *aborted true: a conflict with another session's transaction or put (the system's
+  // Busy, TryAgain or lock TimedOut, from a read, a put or the commit); nothing applied, and
+  // the caller begins again. Any other status: an error; InvalidArgument in a system
+  // without transactions (the default).
+  [[nodiscard]] virtual Status transfer(std::string_view key_a, std::string_view key_b,
+                                        std::string_view value_a, std::string_view value_b,
+                                        bool* aborted) {
+    (void)key_a, (void)key_b, (void)value_a, (void)value_b;
+    *aborted = false;
+    return Status::InvalidArgument("transfer: this system has no transactions");
+  }
 };
 
 class store {
@@ -91,7 +130,13 @@ class store {
 };
 
 // The systems, in the order the driver lists them.
-inline constexpr std::string_view kSystems[] = {"flintkv", "rocksdb", "leveldb", "lmdb"};
+// rocksdb-occ and rocksdb-2pl are RocksDB (rocksdb's settings) opened as its optimistic and
+// its pessimistic transaction database.
+inline constexpr std::string_view kSystems[] = {"flintkv", "rocksdb",     "rocksdb-occ",
+                                                "rocksdb-2pl", "leveldb", "lmdb"};
+// Those whose sessions run transfer.
+inline constexpr std::string_view kTransactionalSystems[] = {"flintkv", "rocksdb-occ",
+                                                             "rocksdb-2pl", "lmdb"};
 
 // Opens a fresh store of `system` (one of kSystems) in config.dir.
 [[nodiscard]] Status open_store(std::string_view system, const store_config& config,
@@ -100,6 +145,8 @@ inline constexpr std::string_view kSystems[] = {"flintkv", "rocksdb", "leveldb",
 // One per system (its own file); open_store calls them.
 [[nodiscard]] Status open_flintkv(const store_config& config, std::unique_ptr<store>* out);
 [[nodiscard]] Status open_rocksdb(const store_config& config, std::unique_ptr<store>* out);
+[[nodiscard]] Status open_rocksdb_occ(const store_config& config, std::unique_ptr<store>* out);
+[[nodiscard]] Status open_rocksdb_2pl(const store_config& config, std::unique_ptr<store>* out);
 [[nodiscard]] Status open_leveldb(const store_config& config, std::unique_ptr<store>* out);
 [[nodiscard]] Status open_lmdb(const store_config& config, std::unique_ptr<store>* out);
 
