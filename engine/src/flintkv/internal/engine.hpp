@@ -32,8 +32,8 @@
 //      versions and links without writing them back (their words are noted); the window
 //      closes (end_weak_window: the noted words written back, one fence, batch_mode idle,
 //      one fence) at Persist(), before any sync write or batch is attached, before a
-//      reclamation that would drop a version the window made obsolete, when the noted words
-//      reach kWeakWords, at the interval and at the close. So the durable store is always
+//      reclamation pass, when the noted words reach kWeakWords, at the interval and at the
+//      close. So the durable store is always
 //      a prefix of the version order. (Automatic mode makes every store durable itself:
 //      there a weak write is a sync one.)
 //  (4) Recovery validates the whole store before it writes (recovery.hpp), then rebuilds the
@@ -791,7 +791,6 @@ class engine final : public DB, private transaction_host {
     io::put(r.batch_mode, kBatchActive);
     io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
     io::fence();
-    durable_version_ = next_version_;
   }
   // Every version linked so far counts again: batch_mode idle, fenced. REQUIRES: every link
   // and version word of the window durable.
@@ -800,7 +799,6 @@ class engine final : public DB, private transaction_host {
     io::put(r.batch_mode, kBatchIdle);
     io::flush(r.batch_mode);
     io::fence();
-    durable_version_ = next_version_;
   }
 
   bool weak_window_open() const { return weak_open_.load(std::memory_order_relaxed); }
@@ -940,9 +938,12 @@ class engine final : public DB, private transaction_host {
   // dropped. Out of DRAM for the registry's copy, no pass (the combiner must not throw).
   // REQUIRES: the combiner lock (or no other thread uses the engine).
   std::uint64_t reclaim(std::uint64_t m, std::size_t budget, bool all) noexcept {
-    // A version made obsolete by a weak one that is not durable yet stays: a crash could
-    // still take the newer one back.
-    if (weak_window_open()) m = std::min(m, durable_version_);
+    // Reclamation unlinks through the list as it is durable: the weak window is closed
+    // first. Else it could drop a version that a weak write, not durable yet, made
+    // obsolete, or remove a key through its predecessor key's oldest node when that key is
+    // new in the window (its node not durably linked: the durable list would still reach
+    // the freed blocks).
+    if (weak_window_open()) end_weak_window();
     try {
       const std::uint64_t generation = registry_.generation();  // before the copy: a reader
       const std::vector<std::uint64_t> readers = registry_.versions();  // leaving now is seen
@@ -961,7 +962,6 @@ class engine final : public DB, private transaction_host {
     for (int round = 0; round < kReclaimRounds; ++round) {
       bool finished = false;
       combiner_.locked([&] {
-        if (weak_window_open()) end_weak_window();
         if (reclaimer_.queued() == 0 && reclaimer_.parked() == 0) {
           finished = true;
           return;
@@ -1072,8 +1072,6 @@ class engine final : public DB, private transaction_host {
     std::size_t size;
   };
   std::vector<noted_word> weak_words_;  // the window's unwritten-back words; the combiner's
-  std::uint64_t durable_version_ = 0;   // while the window is open: every version up to it
-                                        // is durable (the window's commit_version)
   std::atomic<std::uint64_t> unpersisted_writes_{0}, weak_persists_{0};
   striped_counter weak_writes_, persist_calls_;
   std::thread persister_;  // Options::persist_interval
