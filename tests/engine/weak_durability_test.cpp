@@ -207,7 +207,9 @@ TEST(WeakDurabilityTest, ReclamationDropsOnlyWhatADurableVersionMadeObsolete) {
   int b = 0;
   while (b < kPuts && got.count("b" + std::to_string(b)) == 1) ++b;
   EXPECT_EQ(got.size(), 1u + b) << "not a prefix of the writes";
-  if (got.at("a") == "1") EXPECT_EQ(b, 0);
+  if (got.at("a") == "1") {
+    EXPECT_EQ(b, 0);
+  }
 }
 
 // A key removed by reclamation is unlinked from its predecessor key's oldest node. When that
@@ -231,7 +233,9 @@ TEST(WeakDurabilityTest, AKeyRemovedAfterANewWeakKeyLeavesNoFreedBlockInTheDurab
   // A prefix: k2, then k3 and k1's values in the order they were written.
   ASSERT_EQ(got.count("k2"), 1u);
   EXPECT_EQ(got.count("k4"), 0u);
-  if (got.count("k3") == 0) EXPECT_EQ(got.count("k1"), 0u);
+  if (got.count("k3") == 0) {
+    EXPECT_EQ(got.count("k1"), 0u);
+  }
 }
 
 TEST(WeakDurabilityTest, TheIntervalPersistsInTheBackground) {
