@@ -60,7 +60,9 @@ class lsm_session final : public session {
   std::string value_;
 };
 
-template <class Api>
+// Session: lsm_session<Api>, or a session of the same constructor (DB&, bool sync) over
+// another API of the same DB type (RocksDB's transaction databases).
+template <class Api, class Session = lsm_session<Api>>
 class lsm_store final : public store {
  public:
   // `owned` holds what the options point to (cache, filter policy): released after the DB.
@@ -70,7 +72,7 @@ class lsm_store final : public store {
         settings_(std::move(settings)) {}
 
   Status new_session(std::unique_ptr<session>* out) override {
-    *out = std::make_unique<lsm_session<Api>>(*db_, sync_);
+    *out = std::make_unique<Session>(*db_, sync_);
     return Status::OK();
   }
   std::uint64_t bytes() override { return directory_bytes(dir_); }

@@ -256,6 +256,16 @@ def fixed_sections(w, reported):
     w("")
 
 
+def reported_settings(w, reported):
+    """The settings each system printed in the runs: (system, settings) pairs."""
+    if reported:
+        w("As each system reported its settings in these runs:")
+        w("")
+        for label, text in reported:
+            w(f"- {label}: {text}")
+        w("")
+
+
 def weak_section(w, every, reported):
     """The heading, settings and notes of "Writes not synced on return" (the table follows);
     `reported`: (system, settings) as the weak runs printed them."""
@@ -263,12 +273,7 @@ def weak_section(w, every, reported):
     w("")
     w(WEAK_INTRO.format(every=every))
     w("")
-    if reported:
-        w("As each system reported its settings in these runs:")
-        w("")
-        for label, text in reported:
-            w(f"- {label}: {text}")
-        w("")
+    reported_settings(w, reported)
 
 
 def percent(v):
@@ -282,12 +287,7 @@ def transactions_section(w, every, reported, points, ops, abort_rate):
     w("")
     w(TXN_INTRO.format(every=every))
     w("")
-    if reported:
-        w("As each system reported its settings in these runs:")
-        w("")
-        for label, text in reported:
-            w(f"- {label}: {text}")
-        w("")
+    reported_settings(w, reported)
     header = "| commits | threads | " + " | ".join(label for _, label in TXN_SYSTEMS) + " |"
     rule = "|---|---:|" + "---:|" * len(TXN_SYSTEMS)
     w("### Transfer throughput (committed transactions/s)")

@@ -156,27 +156,9 @@ class rocksdb_txn_session final : public session {
   std::string value_;
 };
 
+// A transaction database: the store of the plain ones, with transaction sessions.
 template <class Kind>
-class rocksdb_txn_store final : public store {
- public:
-  rocksdb_txn_store(std::unique_ptr<typename Kind::DB> db, std::string dir, bool sync,
-                    std::string settings)
-      : db_(std::move(db)), dir_(std::move(dir)), sync_(sync), settings_(std::move(settings)) {}
-
-  Status new_session(std::unique_ptr<session>* out) override {
-    *out = std::make_unique<rocksdb_txn_session<Kind>>(*db_, sync_);
-    return Status::OK();
-  }
-  std::uint64_t bytes() override { return directory_bytes(dir_); }
-  std::optional<std::uint64_t> live_keys() override { return std::nullopt; }
-  std::string settings() override { return settings_; }
-
- private:
-  std::unique_ptr<typename Kind::DB> db_;
-  std::string dir_;
-  bool sync_;
-  std::string settings_;
-};
+using rocksdb_txn_store = lsm_store<Kind, rocksdb_txn_session<Kind>>;
 
 // What a transfer is in both transaction databases, for settings().
 std::string transfer_settings(const store_config& config) {
@@ -214,7 +196,7 @@ Status open_rocksdb_occ(const store_config& config, std::unique_ptr<store>* out)
                          transfer_settings(config) +
                          "; Commit validates: Busy when a key read was written since its "
                          "GetForUpdate";
-  *out = std::make_unique<rocksdb_txn_store<optimistic>>(std::move(db), config.dir,
+  *out = std::make_unique<rocksdb_txn_store<optimistic>>(nullptr, std::move(db), config.dir,
                                                          config.sync, std::move(settings));
   return Status::OK();
 }
@@ -235,7 +217,7 @@ Status open_rocksdb_2pl(const store_config& config, std::unique_ptr<store>* out)
       "TransactionOptions::deadlock_detect = true (a lock that would deadlock: Busy at once); "
       "lock timeout " + std::to_string(txn_db_options.transaction_lock_timeout) +
       " ms (the default; TimedOut)";
-  *out = std::make_unique<rocksdb_txn_store<pessimistic>>(std::move(db), config.dir,
+  *out = std::make_unique<rocksdb_txn_store<pessimistic>>(nullptr, std::move(db), config.dir,
                                                           config.sync, std::move(settings));
   return Status::OK();
 }
