@@ -219,7 +219,7 @@ class bench_runner {
   Status run_readwhilewriting(std::size_t position, result* r);
   Status run_recover(std::size_t position, result* r);
   WriteOptions write_options() const;
-  Status persist_now_and_then(worker& w, std::uint64_t writes);
+  Status persist_now_and_then(worker& w);
   Status persist_at_end();
   Status run_transfer(std::size_t position, result* r);
 
@@ -437,7 +437,7 @@ Status bench_runner::run_writes(std::size_t position, key_order order, write_op 
       }
       if (!s.ok()) return s;
       ++w.ops;
-      if (Status p = persist_now_and_then(w, 1); !p.ok()) return p;
+      if (Status p = persist_now_and_then(w); !p.ok()) return p;
     }
     return persist_at_end();
   }, r);
@@ -449,12 +449,12 @@ WriteOptions bench_runner::write_options() const {
   return o;
 }
 
-// With --sync=0: a Persist() after every --persist_every writes of this worker (counted in
-// its `unpersisted`); its time counts in the run's, not in the latency of a write.
-Status bench_runner::persist_now_and_then(worker& w, std::uint64_t writes) {
+// After each write (a batch or a commit counts as one): with --sync=0, a Persist() after
+// every --persist_every writes of this worker (counted in its `unpersisted`); its time
+// counts in the run's, not in the latency of a write.
+Status bench_runner::persist_now_and_then(worker& w) {
   if (config_.sync || config_.persist_every == 0) return Status::OK();
-  w.unpersisted += writes;
-  if (w.unpersisted < config_.persist_every) return Status::OK();
+  if (++w.unpersisted < config_.persist_every) return Status::OK();
   w.unpersisted = 0;
   return db_->Persist();
 }
@@ -513,7 +513,7 @@ Status bench_runner::run_fillbatch(std::size_t position, result* r) {
       if (!s.ok()) return s;
       w.ops += n;
       i += n;
-      if (Status p = persist_now_and_then(w, 1); !p.ok()) return p;
+      if (Status p = persist_now_and_then(w); !p.ok()) return p;
     }
     return persist_at_end();
   }, r);
@@ -537,7 +537,7 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
         std::string_view value = values_.next(w.value_position);
         // Not timed: only the readers' latencies are reported.
         if (Status st = db.Put(key, value, write_options()); !st.ok()) return st;
-        if (Status p = persist_now_and_then(w, 1); !p.ok()) return p;
+        if (Status p = persist_now_and_then(w); !p.ok()) return p;
         ++w.ops;
       }
       return persist_at_end();
@@ -580,7 +580,7 @@ Status bench_runner::run_transfer(std::size_t position, result* r) {
           if (Status st = txn->Put(*key, values_.next(w.value_position)); !st.ok()) return st;
         }
         Status st = txn->Commit();
-        if (st.ok()) return persist_now_and_then(w, 1);
+        if (st.ok()) return persist_now_and_then(w);
         if (!st.IsBusy()) return st;
         ++w.aborts;
       }
