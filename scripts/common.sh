@@ -37,6 +37,12 @@ install_packages() {
   fi
 }
 
+# Meson compiles through ccache when it is installed. Compile lines name sources relative to
+# the build directory, so a clone elsewhere (CI's) can reuse what another clone compiled; only
+# the sanitizer build's line tables (-g1) would make ccache hash the directory too. The cost:
+# such an object's debug info names the directory that compiled it first.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+
 # build_in DIR [meson setup options...]: configures DIR (or, if it exists, sets the given
 # options again, so that a build directory follows the scripts), then builds what changed.
 build_in() {
