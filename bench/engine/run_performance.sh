@@ -25,14 +25,18 @@ mkdir -p "$out"
 cut -d' ' -f1-3 /proc/loadavg > "$out/load-before"
 persistent="$build_dir/engine/tools/flintkv"
 nonpersistent="$np_dir/engine/tools/flintkv"
+random_benchmarks=fillrandom,readrandom,seekrandom,overwrite,transfer
 for t in $threads; do
   for r in $(seq 1 "$runs"); do
     echo "== threads $t, run $r of $runs"
-    # Random keys: fillrandom, readrandom, then reopen what they left.
-    "$persistent" bench --benchmarks=fillrandom,readrandom,recover --num="$num" --threads="$t" \
+    # Random keys: fill, read, scan, overwrite and transfer one store, then reopen it.
+    "$persistent" bench --benchmarks="$random_benchmarks,recover" --num="$num" --threads="$t" \
       --json="$out/persistent-random-t$t-r$r.json" | grep -E '^[a-z]+ +:'
-    "$nonpersistent" bench --benchmarks=fillrandom,readrandom --num="$num" --threads="$t" \
+    "$nonpersistent" bench --benchmarks="$random_benchmarks" --num="$num" --threads="$t" \
       --json="$out/nonpersistent-random-t$t-r$r.json" | grep -E '^[a-z]+ +:'
+    # Weak writes (Persist every 1000 writes of each thread and at its end).
+    "$persistent" bench --benchmarks=fillrandom,transfer --sync=0 --num="$num" --threads="$t" \
+      --json="$out/persistent-weak-t$t-r$r.json" | grep -E '^[a-z]+ +:'
     # Exactly NUM distinct keys: fillseq, then reopen.
     "$persistent" bench --benchmarks=fillseq,recover --num="$num" --threads="$t" \
       --json="$out/persistent-seq-t$t-r$r.json" | grep -E '^[a-z]+ +:'
