@@ -3,6 +3,7 @@
 //    answer for every key, and check() (prev() is the level-0 predecessor, every entry is in
 //    the point table) holds through growth and through tables full of erased slots. check()
 //    catches a broken back link and an entry missing from the table.
+//  - IndexTest.ThePointTableShrinksWhenMostEntriesAreRemoved: its DRAM comes back.
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
 //  - IndexConcurrencyTest: readers look up a fixed set of keys while the writer inserts and
@@ -129,6 +130,29 @@ TEST(IndexTest, RandomInsertsAndRemovesKeepFindLookupAndBackLinksRight) {
   }
   ASSERT_EQ(list.check(), "");
   EXPECT_GT(list.point_table_bytes(), 0u);
+}
+
+// Deleting most keys gives the point table's DRAM back: it is rebuilt at the size its
+// remaining entries need, and still finds each of them.
+TEST(IndexTest, ThePointTableShrinksWhenMostEntriesAreRemoved) {
+  test_index index;
+  skiplist& list = index.list();
+  auto pinned = index.epochs().pin();
+  std::mt19937_64 rng(5);
+  std::vector<inode*> entries;
+  for (std::uint64_t i = 0; i < 8000; ++i) {
+    entries.push_back(index.insert(key_of(i), height_for(rng)));
+  }
+  const std::size_t full = list.point_table_bytes();
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i % 500 != 0) list.remove(entries[i]);
+  }
+  EXPECT_LE(list.point_table_bytes() * 16, full)
+      << "16 of 8000 entries left: the table was " << full << " bytes";
+  for (std::uint64_t i = 0; i < 8000; i += 500) {
+    EXPECT_EQ(list.lookup(key_of(i)), entries[i]) << key_of(i);
+  }
+  EXPECT_EQ(list.check(), "");
 }
 
 TEST(IndexTest, BulkBuildFillsThePointTableAndBackLinks) {

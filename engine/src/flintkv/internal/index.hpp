@@ -312,8 +312,11 @@ class point_table {
     if (retired_ && ++since_collect_ >= kCollectEvery) collect(epochs);
   }
 
-  // Removes `n` (before the entry is unlinked and retired). REQUIRES: the combiner lock.
-  void erase(const inode* n) {
+  // Removes `n` (before the entry is unlinked and retired). Once the table holds fewer
+  // than 1/kShrinkDen of its capacity, it is rebuilt at the size its entries need, so that
+  // deleting most keys gives the DRAM back (without DRAM for the smaller table, the larger
+  // stays). REQUIRES: the combiner lock.
+  void erase(const inode* n, alloc::epoch_domain& epochs) {
     table* t = table_.load(std::memory_order_relaxed);
     if (t == nullptr) return;
     const std::uint64_t want = slot_of(n, hash_of(n->key()));
@@ -324,9 +327,13 @@ class point_table {
         t->slot(i).store(kErased, std::memory_order_release);
         --t->used;
         ++t->erased;
-        return;
+        break;
       }
     }
+    if (t->capacity > kMinCapacity && t->used * kShrinkDen < t->capacity) {
+      (void)regrow(epochs, t->used);
+    }
+    if (retired_ && ++since_collect_ >= kCollectEvery) collect(epochs);
   }
 
   // Replaces the table with one sized for `entries` entries, filled from `first` along
@@ -368,6 +375,10 @@ class point_table {
   static constexpr std::size_t kMaxLoad = 3;
   static constexpr std::size_t kLoadDen = 4;
   static constexpr std::size_t kMinCapacity = 64;
+  // Rebuilt smaller below 1/16 full, at twice its entries (capacity_for): it grows again
+  // only after its entries grew by half, and shrinks again only after 7/8 of them went, so
+  // each rebuild follows as many inserts or erases as it copies slots.
+  static constexpr std::size_t kShrinkDen = 16;
   static constexpr std::size_t kHugePage = std::size_t{2} << 20;
   static constexpr std::size_t kCollectEvery = 256;
 
@@ -609,7 +620,7 @@ class skiplist {
   // Unlinks `n` from every level; readers standing on it walk on (invariant (2)). Returns
   // its predecessor at level 0. REQUIRES: the combiner lock.
   inode* remove(inode* n) {
-    points_.erase(n);
+    points_.erase(n, epochs_);
     inode* preds[kMaxHeight];
     inode* succs[kMaxHeight];
     locate(n->key(), preds, succs);
