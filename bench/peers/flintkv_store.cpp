@@ -79,7 +79,7 @@ class flintkv_store final : public store {
            "compression (a DRAM index over the persistent list); " +
            (sync_ ? std::string("every put durable on return (default options)")
                   : "every put with WriteOptions::sync = false (visible on return), made "
-                    "durable by DB::Persist() " + persist_cadence(persist_every_) +
+                    "durable by DB::Persist() " + persist_cadence(persist_every_, transfers_) +
                     "; Options::persist_interval off") +
            (transfers_ ? "; a transfer: DB::BeginTransaction with the puts' WriteOptions, "
                          "Get both keys, Put both, Commit (serializable: validated at "

@@ -69,7 +69,7 @@ Status open_leveldb(const store_config& config, std::unique_ptr<store>* out) {
            : "every put with WriteOptions::sync = false (in the log file, not synced), made "
              "durable by a write of an empty WriteBatch with sync = true (the current log "
              "synced) " +
-             persist_cadence(config.persist_every));
+             persist_cadence(config.persist_every, config.transfers));
   *out = std::make_unique<lsm_store<leveldb_api>>(std::move(owned), std::move(db), config.dir,
                                                   config.sync, std::move(settings));
   return Status::OK();

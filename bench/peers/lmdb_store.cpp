@@ -160,7 +160,7 @@ class lmdb_store final : public store {
                                 "committed synchronously (data and meta page synced)")
                   : "flags MDB_NOTLS and MDB_NOSYNC (no MDB_NOMETASYNC, MDB_WRITEMAP); every "
                     "put its own write transaction, committed without a sync, made durable "
-                    "by mdb_env_sync(env, 1) " + persist_cadence(persist_every_)) +
+                    "by mdb_env_sync(env, 1) " + persist_cadence(persist_every_, transfers_)) +
            "; one writer at a time" +
            (transfers_ ? "; a transfer: one write transaction (mdb_get both keys, mdb_put "
                          "both, committed as a put's): serial, never aborts"

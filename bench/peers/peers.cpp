@@ -501,9 +501,10 @@ Status open_store(std::string_view system, const store_config& config,
   return Status::InvalidArgument("unknown system " + std::string(system));
 }
 
-std::string persist_cadence(std::uint64_t persist_every) {
+std::string persist_cadence(std::uint64_t persist_every, bool transfers) {
   if (persist_every == 0) return "at the end of each thread's run";
-  return "after every " + std::to_string(persist_every) + " puts of each thread and at its end";
+  return "after every " + std::to_string(persist_every) +
+         (transfers ? " transfers (commits)" : " puts") + " of each thread and at its end";
 }
 
 std::uint64_t directory_bytes(const std::string& dir) {

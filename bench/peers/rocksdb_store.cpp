@@ -79,7 +79,7 @@ std::string rocksdb_settings(const rocksdb::Options& options, const store_config
                             "it returns)")
               : "every put with WriteOptions::sync = false (in the WAL file, not synced), made "
                 "durable by DB::FlushWAL(true) (= SyncWAL: every unsynced WAL file synced) " +
-                    persist_cadence(config.persist_every));
+                    persist_cadence(config.persist_every, config.transfers));
 }
 
 Status open_error(const store_config& config, const rocksdb::Status& s) {

@@ -74,8 +74,8 @@ struct store_config {
   // (see Persistence above).
   bool sync = true;
   // With sync false, how often the driver calls persist(): after every persist_every puts
-  // of a session, and once at the end of its run (0: only at the end). The backends only
-  // state it in settings().
+  // (or transfers) of a session, and once at the end of its run (0: only at the end). The
+  // backends only state it in settings().
   std::uint64_t persist_every = 1000;
   // The workload runs session::transfer: settings() then also says what a transfer is.
   bool transfers = false;
@@ -153,8 +153,9 @@ inline constexpr std::string_view kTransactionalSystems[] = {"flintkv", "rocksdb
 // The sum of the sizes of the regular files below `dir` (the stores that are directories).
 std::uint64_t directory_bytes(const std::string& dir);
 
-// For settings(), with sync false: "after every N puts of each thread and at its end" (or
-// "at the end of each thread's run" for persist_every 0).
-std::string persist_cadence(std::uint64_t persist_every);
+// For settings(), with sync false: "after every N puts of each thread and at its end" ("N
+// transfers (commits)" when the workload runs transfers; "at the end of each thread's run"
+// for persist_every 0).
+std::string persist_cadence(std::uint64_t persist_every, bool transfers);
 
 }  // namespace flintkv::peers
