@@ -7,8 +7,9 @@
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
 //  - IndexConcurrencyTest: readers look up a fixed set of keys while the writer inserts and
-//    removes others, so the table grows and is rebuilt under them; every lookup of a fixed key
-//    finds its entry, and AddressSanitizer sees no replaced table read after it is freed.
+//    removes others, so the table grows, shrinks and is rebuilt under them; every lookup of
+//    a fixed key finds its entry, and AddressSanitizer sees no replaced table read after it
+//    is freed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -247,8 +248,9 @@ TEST(IndexConcurrencyTest, LookupsOfStableKeysSucceedWhileTheTableGrowsAndIsRebu
       }
     });
   }
-  // The writer: thousands of other keys come and go, growing the table several times and
-  // rebuilding it over erased slots; each replaced table is retired through the epochs.
+  // The writer: thousands of other keys come and go, growing the table several times,
+  // rebuilding it over erased slots, and shrinking it as the others leave (64 stable keys
+  // are below 1/16 of the grown table); each replaced table is retired through the epochs.
   std::mt19937_64 rng(10);
   std::vector<inode*> others;
   for (int round = 0; round < 6; ++round) {
