@@ -219,6 +219,7 @@ class bench_runner {
   Status run_readwhilewriting(std::size_t position, result* r);
   Status run_recover(std::size_t position, result* r);
   WriteOptions write_options() const;
+  ReadOptions read_options() const;
   Status persist_now_and_then(worker& w);
   Status persist_at_end();
   Status run_transfer(std::size_t position, result* r);
@@ -449,6 +450,12 @@ WriteOptions bench_runner::write_options() const {
   return o;
 }
 
+ReadOptions bench_runner::read_options() const {
+  ReadOptions o;
+  o.verify_checksums = config_.verify_checksums;
+  return o;
+}
+
 // After each write (a batch or a commit counts as one): with --sync=0, a Persist() after
 // every --persist_every writes of this worker (counted in its `unpersisted`); its time
 // counts in the run's, not in the latency of a write.
@@ -473,7 +480,7 @@ Status bench_runner::run_reads(std::size_t position, bool missing, result* r) {
   r->found = 0;
   Status s = measure(position, random_ops([this, missing](worker& w, std::uint64_t k) {
     std::string_view key = missing ? w.keys.missing_key(k) : w.keys.key(k);
-    return count_read(w, timed(w, [&] { return db_->Get(key, &w.value); }));
+    return count_read(w, timed(w, [&] { return db_->Get(key, &w.value, read_options()); }));
   }), r);
   set_found_message(r);
   return s;
@@ -486,7 +493,7 @@ Status bench_runner::run_seekrandom(std::size_t position, result* r) {
   Status s = measure(position, random_ops([this, nexts](worker& w, std::uint64_t k) {
     std::string_view key = w.keys.key(k);
     return timed(w, [&] {
-      std::unique_ptr<Iterator> it = db_->NewIterator();
+      std::unique_ptr<Iterator> it = db_->NewIterator(read_options());
       it->Seek(key);
       if (it->Valid() && it->key() == key) ++w.found;
       for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
@@ -545,7 +552,8 @@ Status bench_runner::run_readwhilewriting(std::size_t position, result* r) {
     Status result_status;
     for (std::uint64_t i = w.begin; i < w.end && !stop.load(std::memory_order_relaxed); ++i) {
       std::string_view key = w.keys.key(w.random.uniform(num));
-      result_status = count_read(w, timed(w, [&] { return db.Get(key, &w.value); }));
+      result_status =
+          count_read(w, timed(w, [&] { return db.Get(key, &w.value, read_options()); }));
       if (!result_status.ok()) break;
       ++w.ops;
     }
@@ -572,7 +580,9 @@ Status bench_runner::run_transfer(std::size_t position, result* r) {
     const std::string to(w.keys.key(w.random.uniform(config_.num)));
     return timed(w, [&]() -> Status {
       while (true) {
-        std::unique_ptr<Transaction> txn = db_->BeginTransaction(write_options());
+        TransactionOptions txn_options;
+        txn_options.verify_checksums = config_.verify_checksums;
+        std::unique_ptr<Transaction> txn = db_->BeginTransaction(write_options(), txn_options);
         for (const std::string* key : {&from, &to}) {
           if (Status st = txn->Get(*key, &w.value); !st.ok() && !st.IsNotFound()) return st;
         }
@@ -676,6 +686,9 @@ void bench_runner::print_header(const Stats& stats) const {
     std::printf("Writes:        weak (sync = false), Persist() every %llu writes per thread\n",
                 static_cast<unsigned long long>(config_.persist_every));
   }
+  if (!config_.verify_checksums) {
+    std::printf("Reads:         checksums not verified (verify_checksums = false)\n");
+  }
   std::printf("Pool:          %s, %.1f MiB%s\n", path_.c_str(),
               double(stats.pool_size) / double(1 << 20),
               own_pool_ ? " (removed at exit)" : "");
@@ -742,6 +755,7 @@ Status bench_runner::write_json() const {
     field("threads", integer(config_.threads));
     field("sync", config_.sync ? "true" : "false");
     if (!config_.sync) field("persist_every", integer(config_.persist_every));
+    field("verify_checksums", config_.verify_checksums ? "true" : "false");
     field("num", integer(config_.num));
     field("key_size", integer(config_.key_size));
     field("value_size", integer(config_.value_size));
@@ -896,6 +910,7 @@ bench_config parse_bench_config(arguments& args) {
   c.seek_nexts = args.number("seek_nexts", c.seek_nexts, 0, 1u << 20);
   c.sync = args.number("sync", 1, 0, 1) == 1;
   c.persist_every = args.number("persist_every", c.persist_every, 0, kMaxNum);
+  c.verify_checksums = args.number("verify_checksums", 1, 0, 1) == 1;
   c.db = args.text("db");
   if (c.db && c.db->empty()) throw usage_error("--db: empty path");
   c.use_existing_db = args.flag("use_existing_db");
@@ -961,6 +976,10 @@ std::string bench_usage() {
          "                      (WriteOptions::sync = false), each thread calling Persist()\n"
          "                      after every --persist_every of its writes (default 1000; 0:\n"
          "                      never) and once at its end, inside the timed run\n"
+         "  --verify_checksums=0|1\n"
+         "                      1: every value read is checked against its node's checksum\n"
+         "                      (ReadOptions::verify_checksums, the default); 0: reads,\n"
+         "                      scans and transactions skip the check\n"
          "  --db=PATH           the pool file (default: a fresh pool in /dev/shm, removed at "
          "exit)\n"
          "  --use_existing_db   benchmark the existing pool at --db; fill* are skipped\n"

@@ -34,6 +34,7 @@ struct bench_config {
   std::uint64_t seek_nexts = 10;
   bool sync = true;                 // WriteOptions::sync of every write
   std::uint64_t persist_every = 1000;  // with sync false: each thread's writes per Persist()
+  bool verify_checksums = true;  // ReadOptions/TransactionOptions::verify_checksums of reads
   std::optional<std::string> db;  // nullopt: a fresh pool in /dev/shm, removed at exit
   bool use_existing_db = false;
   std::optional<std::uint64_t> pool_size;  // nullopt: default_pool_size(config)

@@ -797,6 +797,33 @@ TEST_F(ToolsTest, BenchWeakWritesArePersistedWithinTheRun) {
             std::string::npos);
 }
 
+// --verify_checksums=0 reaches the reads (the header and JSON say so; reads still find every
+// key); the default verifies; any other value is a usage error.
+TEST_F(ToolsTest, BenchVerifyChecksumsFlag) {
+  const std::string json_file = (dir_ / "verify.json").string();
+  outcome off = flintkv({"bench", "--benchmarks=fillrandom,readrandom,seekrandom,transfer",
+                         "--num=2000", "--verify_checksums=0", "--json=" + json_file});
+  ASSERT_EQ(off.exit_code, 0) << off.out << off.err;
+  EXPECT_NE(off.out.find("Reads:         checksums not verified (verify_checksums = false)"),
+            std::string::npos)
+      << off.out;
+  EXPECT_NE(result_lines(off.out, "readrandom").at(0).find("(2000 of 2000 found)"),
+            std::string::npos);
+  json doc = json_reader(read_file(json_file)).document();
+  ASSERT_EQ(doc.array().size(), 4u);
+  for (const json& r : doc.array()) EXPECT_FALSE(r.object().at("verify_checksums").boolean());
+
+  outcome on = flintkv({"bench", "--benchmarks=fillrandom", "--num=500", "--json=" + json_file});
+  ASSERT_EQ(on.exit_code, 0) << on.out << on.err;
+  EXPECT_EQ(on.out.find("Reads:"), std::string::npos) << on.out;
+  doc = json_reader(read_file(json_file)).document();
+  EXPECT_TRUE(doc.array().at(0).object().at("verify_checksums").boolean());
+
+  outcome bad = flintkv({"bench", "--benchmarks=fillrandom", "--verify_checksums=2"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("--verify_checksums"), std::string::npos) << bad.err;
+}
+
 TEST_F(ToolsTest, BenchUsesAnExistingPoolOnlyWhenAsked) {
   const std::string db = (dir_ / "existing.pool").string();
   ASSERT_EQ(flintkv({"bench", "--benchmarks=fillseq", "--num=500", "--db=" + db}).exit_code, 0);
