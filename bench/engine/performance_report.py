@@ -124,7 +124,11 @@ def main():
       f"second; {aborts('random')} aborts in all these runs). A put writes back each cache "
       "line of its persistent node once, then the version word and the predecessor's link, "
       "and fences twice (prepare, then its share of the pass's fence): pwb/op is the node's "
-      "lines + 2. A get or a scan writes back nothing.")
+      "lines + 2. overwrite and transfer also write back what reclamation changes for each "
+      "run of versions it frees (the link that skips the run, and each freed node's marker: "
+      "2 per freed version when a key has one to free, with a fence per pass), and a transfer's commit (two puts as one version) opens and "
+      "closes its window (one write-back and one fence each). A get or a scan writes back "
+      "nothing.")
     w("")
     throughput_table("seq", ("fillseq",))
     w("")
