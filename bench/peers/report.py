@@ -12,6 +12,7 @@ The transfer runs (either mode) go into "Transactions", with their abort rates.
 """
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -246,14 +247,27 @@ def fixed_sections(w, reported):
     w("")
     w(SETTINGS)
     w("")
-    if reported:
-        w("As each system reported them in these runs:")
-        w("")
-        for label, text in reported:
-            w(f"- {label}: {text}")
-        w("")
+    reported_settings(w, reported)
     w(NOTES)
     w("")
+
+
+MIB = re.compile(r"(\d+) MiB")
+
+
+def merge_sizes(texts):
+    """One system's settings texts, those that differ only in their MiB figures (a pool or
+    map sized per workload) merged into one that lists each figure's values: "pool 308 or
+    552 MiB"."""
+    groups = {}
+    for text in texts:
+        groups.setdefault(MIB.sub("{} MiB", text.replace("{", "{{").replace("}", "}}")),
+                          []).append([int(v) for v in MIB.findall(text)])
+    merged = []
+    for template, figures in groups.items():
+        values = [" or ".join(str(v) for v in sorted(set(column))) for column in zip(*figures)]
+        merged.append(template.format(*values))
+    return sorted(merged)
 
 
 def reported_settings(w, reported):
@@ -417,8 +431,8 @@ def main():
     w("")
     def reported(where, among=None):
         return [(label, text) for s, label in among or systems
-                for text in sorted({r["settings"] for k, rs in where.items() if k[2] == s
-                                    for r in rs})]
+                for text in merge_sizes({r["settings"] for k, rs in where.items() if k[2] == s
+                                         for r in rs})]
 
     fixed_sections(w, reported(by_point))
     w("## Figures")
