@@ -40,6 +40,7 @@
 
 #include "allocators/epoch.hpp"
 #include "flintkv/internal/checksum.hpp"
+#include "flintkv/internal/keys.hpp"
 
 namespace flintkv::internal {
 
@@ -204,37 +205,6 @@ struct inode {
 static_assert(sizeof(inode) == 8);
 static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
 static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
-
-// Three-way bytewise comparison, eight bytes at a time (searches compare a key at every node
-// they pass, and the library memcmp call costs more than the comparison of a short key).
-inline int compare_keys(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size() < b.size() ? a.size() : b.size();
-  const char* x = a.data();
-  const char* y = b.data();
-  std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t u, v;
-    std::memcpy(&u, x + i, 8);
-    std::memcpy(&v, y + i, 8);
-    if (u != v) {
-      if constexpr (std::endian::native == std::endian::little) {
-        u = __builtin_bswap64(u);
-        v = __builtin_bswap64(v);
-      }
-      return u < v ? -1 : 1;
-    }
-  }
-  for (; i < n; ++i) {
-    const auto c = static_cast<unsigned char>(x[i]);
-    const auto d = static_cast<unsigned char>(y[i]);
-    if (c != d) return c < d ? -1 : 1;
-  }
-  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
-}
-
-inline bool same_key(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && compare_keys(a, b) == 0;
-}
 
 // The hash of a key for the point table: its CRC-32C (checksum.hpp), seeded with its size.
 // Whole words go through the inline crc32c_word (every put and Get hashes its key, and a
