@@ -94,6 +94,7 @@ class btree {
   // build() fills nodes to about 90%, so the first inserts after it do not split them all.
   static constexpr std::size_t kBuildLeafFill = 28;
   static constexpr std::size_t kBuildInnerFill = 22;
+  static constexpr std::size_t kBuildPrefetch = 16;  // entries build() reads ahead
   // A new level takes at least 12 times the inserts of the one below (a node splits after it
   // gained 12 children), so a tree of 24 levels is out of reach of any count of inserts.
   static constexpr int kMaxDepth = 24;
@@ -167,29 +168,12 @@ class btree {
   // to one of them ends the list early. Every entry returned was in the tree at some time
   // during the call.
   std::size_t following(std::string_view key, Entry** out, std::size_t n) const {
-    if (n == 0) return 0;
-    const probe p = probe_of(key);
-    const leaf* l;
-    std::uint64_t v;
-    std::size_t count, pos;
-    for (;; pause()) {
-      const descent d = descend(by_key(p), &l, &v, &count);
-      if (d == descent::empty) return 0;
-      if (d == descent::restart || !search_leaf<true>(l, v, count, p, &pos)) continue;
-      std::size_t got = copy_entries(l, pos, count, out, n);
-      const leaf* next = l->next.load(std::memory_order_relaxed);
-      if (!validate(l, v)) continue;
-      while (got < n && next != nullptr) {
-        l = next;
-        if (!read_version(l, &v)) break;
-        count = count_of(l);
-        const std::size_t more = copy_entries(l, 0, count, out + got, n - got);
-        next = l->next.load(std::memory_order_relaxed);
-        if (!validate(l, v)) break;
-        got += more;
-      }
-      return got;
-    }
+    return collect<true>(key, out, n);
+  }
+  // The same from `key` on: the entry of `key` first if it has one (a seek, and the
+  // entries a scan from it will read, in one descent).
+  std::size_t at_or_after(std::string_view key, Entry** out, std::size_t n) const {
+    return collect<false>(key, out, n);
   }
   std::size_t following(const Entry* e, Entry** out, std::size_t n) const {
     return following(KeyOf{}(e), out, n);
@@ -606,6 +590,34 @@ class btree {
     }
   }
 
+  // following() (Upper) and at_or_after().
+  template <bool Upper>
+  std::size_t collect(std::string_view key, Entry** out, std::size_t n) const {
+    if (n == 0) return 0;
+    const probe p = probe_of(key);
+    const leaf* l;
+    std::uint64_t v;
+    std::size_t count, pos;
+    for (;; pause()) {
+      const descent d = descend(by_key(p), &l, &v, &count);
+      if (d == descent::empty) return 0;
+      if (d == descent::restart || !search_leaf<Upper>(l, v, count, p, &pos)) continue;
+      std::size_t got = copy_entries(l, pos, count, out, n);
+      const leaf* next = l->next.load(std::memory_order_relaxed);
+      if (!validate(l, v)) continue;
+      while (got < n && next != nullptr) {
+        l = next;
+        if (!read_version(l, &v)) break;
+        count = count_of(l);
+        const std::size_t more = copy_entries(l, 0, count, out + got, n - got);
+        next = l->next.load(std::memory_order_relaxed);
+        if (!validate(l, v)) break;
+        got += more;
+      }
+      return got;
+    }
+  }
+
   static std::size_t copy_entries(const leaf* l, std::size_t from, std::size_t count, Entry** out,
                                   std::size_t n) {
     std::size_t got = 0;
@@ -916,6 +928,8 @@ class btree {
       level->push_back(l);
       const std::size_t size = group_size(n, groups, g);
       for (std::size_t i = 0; i < size; ++i, ++at) {
+        // The entries lie anywhere: their keys are requested ahead, the misses overlap.
+        if (at + kBuildPrefetch < n) __builtin_prefetch(sorted[at + kBuildPrefetch]);
         const std::string_view key = KeyOf{}(sorted[at]);
         store(l->slots[i],
               flat_slot{prefix_of(key), static_cast<std::uint32_t>(key.size()), sorted[at]});
