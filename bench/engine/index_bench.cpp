@@ -43,15 +43,8 @@ struct key_of_inode {
   std::string_view operator()(const inode* n) const { return n->key(); }
 };
 
-struct epoch_memory {
-  alloc::node_allocator* nodes;
-  alloc::epoch_domain* epochs;
-  void* allocate(std::size_t bytes) { return nodes->allocate(bytes); }
-  void free(void* p, std::size_t bytes) { nodes->deallocate(p, bytes); }
-  void retire(void* p, std::size_t bytes) noexcept { epochs->retire(*nodes, p, bytes); }
-};
-
-using btree = flintkv::internal::btree<inode, key_of_inode, epoch_memory>;
+using flintkv::internal::epoch_dram;
+using btree = flintkv::internal::btree<inode, key_of_inode, epoch_dram>;
 
 // The engine's entry heights: branching factor 2 (engine.hpp, random_height).
 int random_height(std::mt19937_64& rng) {
@@ -99,7 +92,7 @@ struct skiplist_side {
 struct btree_side {
   alloc::node_allocator nodes;
   alloc::epoch_domain epochs;
-  btree tree{epoch_memory{&nodes, &epochs}};
+  btree tree{epoch_dram{&nodes, &epochs}};
   std::vector<inode*> fresh;
 
   // Entries of height 1: the tree replaces the upper levels.
@@ -244,7 +237,7 @@ int main(int argc, char** argv) {
   for (int run = 0; run < runs; ++run) {
     alloc::node_allocator nodes;
     alloc::epoch_domain epochs;
-    btree t{epoch_memory{&nodes, &epochs}};
+    btree t{epoch_dram{&nodes, &epochs}};
     const auto start = std::chrono::steady_clock::now();
     if (!t.build(sorted.data(), sorted.size())) return 1;
     build_ms.push_back(

@@ -35,6 +35,7 @@ namespace {
 
 using flintkv::internal::btree;
 using flintkv::internal::compare_keys;
+using flintkv::internal::epoch_dram;
 
 struct test_entry {
   std::string key;
@@ -44,26 +45,14 @@ struct key_of_entry {
   std::string_view operator()(const test_entry* e) const { return e->key; }
 };
 
-// DRAM for the tree as the engine gives it (storage.hpp): node_allocator blocks, retired
-// through the epochs.
-struct epoch_memory {
-  alloc::node_allocator* nodes;
-  alloc::epoch_domain* epochs;
-
-  void* allocate(std::size_t bytes) { return nodes->allocate(bytes); }
-  void free(void* p, std::size_t bytes) { nodes->deallocate(p, bytes); }
-  // The epochs' list takes DRAM too: without it this throws, and the test ends.
-  void retire(void* p, std::size_t bytes) noexcept { epochs->retire(*nodes, p, bytes); }
-};
-
-// epoch_memory that runs out on demand: after `budget` more allocations, it fails, by
+// epoch_dram (btree.hpp) that runs out on demand: after `budget` more allocations, it fails, by
 // returning nullptr or (throws) by throwing std::bad_alloc.
 struct limited_memory {
   struct limit {
     long budget = -1;  // < 0: unlimited
     bool throws = false;
   };
-  epoch_memory memory;
+  epoch_dram memory;
   limit* lim;
 
   void* allocate(std::size_t bytes) {
@@ -78,16 +67,16 @@ struct limited_memory {
   void retire(void* p, std::size_t bytes) noexcept { memory.retire(p, bytes); }
 };
 
-using tree = btree<test_entry, key_of_entry, epoch_memory>;
+using tree = btree<test_entry, key_of_entry, epoch_dram>;
 
 // A tree with its DRAM and epochs, and the entries it indexes: owned here, and retired
 // through the epochs when erased (pinned readers may still read their keys).
-template <class Tree = tree, class Memory = epoch_memory>
+template <class Tree = tree, class Memory = epoch_dram>
 class test_tree {
  public:
-  test_tree() : tree_(epoch_memory{&nodes_, &epochs_}) {}
+  test_tree() : tree_(epoch_dram{&nodes_, &epochs_}) {}
   explicit test_tree(limited_memory::limit* lim)
-      : tree_(limited_memory{epoch_memory{&nodes_, &epochs_}, lim}) {}
+      : tree_(limited_memory{epoch_dram{&nodes_, &epochs_}, lim}) {}
 
   Tree& operator*() { return tree_; }
   Tree* operator->() { return &tree_; }
@@ -182,18 +171,19 @@ std::string compare_queries(Tree& t, const model& m, const std::string& key) {
   if (const test_entry* e = t.last_below(key); e != want_below) {
     return mismatch("last_below", e, want_below);
   }
-  test_entry* out[12];
-  const std::size_t got = t.following(key, out, 12);
-  auto after = m.upper_bound(key);
-  for (std::size_t i = 0; i < 12; ++i) {
-    const bool have = i < got;
-    const bool want = after != m.end();
-    if (have != want || (have && out[i] != after->second)) {
-      return "following('" + key + "') entry " + std::to_string(i) + ": " +
-             (have ? name(out[i]) : "(none)") + ", the model " +
-             (want ? after->first : "(none)");
+  for (const bool inclusive : {false, true}) {
+    test_entry* out[12];
+    const std::size_t got = inclusive ? t.at_or_after(key, out, 12) : t.following(key, out, 12);
+    auto it = inclusive ? m.lower_bound(key) : m.upper_bound(key);
+    for (std::size_t i = 0; i < 12; ++i, it = it == m.end() ? it : std::next(it)) {
+      const bool have = i < got;
+      const bool want = it != m.end();
+      if (have != want || (have && out[i] != it->second)) {
+        return std::string(inclusive ? "at_or_after" : "following") + "('" + key + "') entry " +
+               std::to_string(i) + ": " + (have ? name(out[i]) : "(none)") + ", the model " +
+               (want ? it->first : "(none)");
+      }
     }
-    if (want) ++after;
   }
   const test_entry* want_first = m.empty() ? nullptr : m.begin()->second;
   const test_entry* want_last = m.empty() ? nullptr : m.rbegin()->second;
@@ -292,6 +282,7 @@ TEST(BtreeTest, ATreeOfManyDecimalKeysGrowsAndShrinksBackToNothing) {
     }
   }
   ASSERT_EQ(t->check(), "");
+  EXPECT_GE(t->height(), 4) << "splits reached three levels of inner nodes";
   ASSERT_EQ(compare_some_queries(*t, m, universe, rng, 5000), "");
   std::shuffle(ids.begin(), ids.end(), rng);
   for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -305,6 +296,7 @@ TEST(BtreeTest, ATreeOfManyDecimalKeysGrowsAndShrinksBackToNothing) {
   }
   EXPECT_EQ(t->check(), "");
   EXPECT_EQ(t->size(), 0u);
+  EXPECT_EQ(t->height(), 0);
   EXPECT_EQ(t->bytes(), 0u);
 }
 
@@ -507,41 +499,46 @@ TEST(BtreeConcurrencyTest, ReadersSeeEveryStableKeyWhileTheWriterChurns) {
   }
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> bad{0}, queries{0};
-  std::vector<std::thread> readers;
-  for (int r = 0; r < 2; ++r) {
-    readers.emplace_back([&, r] {
-      std::mt19937_64 rng(100 + r);
-      while (!stop.load(std::memory_order_relaxed)) {
-        auto pinned = t.epochs().pin();
-        bad.fetch_add(stable.violations(*t, rng() % stable.keys.size()), std::memory_order_relaxed);
-        queries.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
-  }
-  // The writer: rounds of inserting every churn key and erasing them all again, each in a
-  // random order: leaves and inner nodes split, empty and go, and the root grows and
-  // collapses (the stable keys alone make a shallower tree).
+  // Each reader queries at random stable keys, pinned, until the writer is done.
+  auto reader = [&](std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    do {
+      auto pinned = t.epochs().pin();
+      bad.fetch_add(stable.violations(*t, rng() % stable.keys.size()), std::memory_order_relaxed);
+      queries.fetch_add(1, std::memory_order_relaxed);
+    } while (!stop.load(std::memory_order_relaxed));
+  };
+  std::thread first_reader(reader, 100), second_reader(reader, 101);
+  // The writer: rounds that insert the churn keys mostly, then erase them mostly, in
+  // random orders, ending empty of them: leaves and inner nodes split, empty and go, and
+  // the root grows and collapses (the stable keys alone make a shallower tree).
   std::vector<test_entry*> live;
+  int heights_seen = 0;  // bit h: the tree had h levels
   for (int round = 0; round < 8; ++round) {
     // Each round starts once the readers have queried more since the last one.
     const std::uint64_t seen = queries.load();
     while (queries.load() < seen + 200) std::this_thread::yield();
     std::shuffle(churn.begin(), churn.end(), rng);
-    for (const auto& k : churn) {
+    std::size_t inserted = 0;
+    for (std::size_t step = 0; step < 2 * churn.size() || !live.empty(); ++step) {
+      const bool growing = step < churn.size();
       auto pinned = t.epochs().pin();
-      live.push_back(t.insert(k));
-      ASSERT_NE(live.back(), nullptr);
+      if (inserted < churn.size() && (live.empty() || rng() % 8 < (growing ? 7u : 1u))) {
+        live.push_back(t.insert(churn[inserted++]));
+        ASSERT_NE(live.back(), nullptr);
+      } else {
+        std::swap(live[rng() % live.size()], live.back());
+        t.erase(live.back());
+        live.pop_back();
+      }
+      heights_seen |= 1 << t->height();
     }
-    std::shuffle(live.begin(), live.end(), rng);
-    for (test_entry* e : live) {
-      auto pinned = t.epochs().pin();
-      t.erase(e);
-    }
-    live.clear();
     t.epochs().collect();
   }
   stop.store(true);
-  for (auto& r : readers) r.join();
+  first_reader.join();
+  second_reader.join();
+  EXPECT_EQ(heights_seen & 0b11000, 0b11000) << "the root grew to four levels and back to three";
   EXPECT_EQ(bad.load(), 0u) << "of " << queries.load() << " rounds of queries";
   EXPECT_GT(queries.load(), 1600u);
   auto pinned = t.epochs().pin();
@@ -567,7 +564,7 @@ struct TEST_unversioned_writes {
 };
 
 TEST(BtreeConcurrencyTest, TheChecksCatchAWriterThatSkipsVersions) {
-  using broken_tree = btree<test_entry, key_of_entry, epoch_memory, TEST_unversioned_writes>;
+  using broken_tree = btree<test_entry, key_of_entry, epoch_dram, TEST_unversioned_writes>;
   test_tree<broken_tree> t;
   stable_set stable;
   // One full leaf of stable keys: the next insert splits it.

@@ -49,6 +49,8 @@
 #include <string_view>
 #include <vector>
 
+#include "allocators/epoch.hpp"
+#include "allocators/node_allocator.hpp"
 #include "flintkv/internal/keys.hpp"
 
 namespace flintkv::internal {
@@ -64,6 +66,19 @@ concept btree_memory = requires(M m, void* p, std::size_t bytes) {
   { m.allocate(bytes) } -> std::same_as<void*>;
   m.free(p, bytes);
   m.retire(p, bytes);
+};
+
+// Memory from a node_allocator, retired through an epoch_domain: the engine's DRAM for the
+// index (storage.hpp) as a btree_memory. Both outlive the tree.
+struct epoch_dram {
+  alloc::node_allocator* nodes;
+  alloc::epoch_domain* epochs;
+
+  void* allocate(std::size_t bytes) { return nodes->allocate(bytes); }
+  void free(void* p, std::size_t bytes) { nodes->deallocate(p, bytes); }
+  // The epochs keep a list of what they hold, in DRAM too: without it, retire throws and
+  // the process ends (noexcept).
+  void retire(void* p, std::size_t bytes) noexcept { epochs->retire(*nodes, p, bytes); }
 };
 
 // How the writer publishes a change:
@@ -103,59 +118,37 @@ class btree {
   btree(const btree&) = delete;
   btree& operator=(const btree&) = delete;
   // Retires every node: readers still pinned may finish.
-  ~btree() { release(root_.load(std::memory_order_relaxed)); }
+  ~btree() {
+    if (node* root = root_.load(std::memory_order_relaxed)) give_back_subtree(root, seen::maybe);
+  }
 
   // ---- Readers. REQUIRES: pinned in the epochs of Memory::retire. ----
 
   // The entry of `key`, or nullptr.
   Entry* find(std::string_view key) const {
-    const probe p = probe_of(key);
-    for (;; pause()) {
-      const leaf* l;
-      std::uint64_t v;
-      std::size_t n, pos;
-      const descent d = descend(by_key(p), &l, &v, &n);
-      if (d == descent::empty) return nullptr;
-      if (d == descent::restart || !search_leaf<false>(l, v, n, p, &pos)) continue;
-      if (pos == n) {
-        if (validate(l, v)) return nullptr;
-        continue;
-      }
-      int c;
-      if (!compare_leaf(l, v, pos, p, &c)) continue;
-      Entry* e = l->slots[pos].ptr.load(std::memory_order_relaxed);
-      if (validate(l, v)) return c == 0 ? e : nullptr;
-    }
+    return answer(key, [](const leaf* l, std::uint64_t v, std::size_t n, std::size_t pos,
+                          const probe& p, Entry** e) {
+      int c = 1;
+      if (pos < n && !compare_leaf(l, v, pos, p, &c)) return false;
+      *e = c == 0 ? l->slots[pos].ptr.load(std::memory_order_relaxed) : nullptr;
+      return validate(l, v);
+    });
   }
 
   // The least entry whose key is at or above `key`, or nullptr.
   Entry* lower_bound(std::string_view key) const {
-    const probe p = probe_of(key);
-    for (;; pause()) {
-      const leaf* l;
-      std::uint64_t v;
-      std::size_t n, pos;
-      const descent d = descend(by_key(p), &l, &v, &n);
-      if (d == descent::empty) return nullptr;
-      if (d == descent::restart || !search_leaf<false>(l, v, n, p, &pos)) continue;
-      Entry* e;
-      if (pos < n ? at(l, v, pos, &e) : beside(l, v, side::next, &e)) return e;
-    }
+    return answer(key, [](const leaf* l, std::uint64_t v, std::size_t n, std::size_t pos,
+                          const probe&, Entry** e) {
+      return pos < n ? at(l, v, pos, e) : beside(l, v, side::next, e);
+    });
   }
 
   // The greatest entry whose key is below `key`, or nullptr.
   Entry* last_below(std::string_view key) const {
-    const probe p = probe_of(key);
-    for (;; pause()) {
-      const leaf* l;
-      std::uint64_t v;
-      std::size_t n, pos;
-      const descent d = descend(by_key(p), &l, &v, &n);
-      if (d == descent::empty) return nullptr;
-      if (d == descent::restart || !search_leaf<false>(l, v, n, p, &pos)) continue;
-      Entry* e;
-      if (pos > 0 ? at(l, v, pos - 1, &e) : beside(l, v, side::prev, &e)) return e;
-    }
+    return answer(key, [](const leaf* l, std::uint64_t v, std::size_t, std::size_t pos,
+                          const probe&, Entry** e) {
+      return pos > 0 ? at(l, v, pos - 1, e) : beside(l, v, side::prev, e);
+    });
   }
 
   // The entry of the least key, or nullptr.
@@ -181,6 +174,11 @@ class btree {
 
   // Entries in the tree. Exact for the writer; for others, a recent count.
   std::size_t size() const { return size_.load(std::memory_order_relaxed); }
+  // Levels: 0 when empty, 1 for a single leaf.
+  int height() const {
+    const node* root = root_.load(std::memory_order_acquire);
+    return root == nullptr ? 0 : static_cast<int>(root->level) + 1;
+  }
   // Bytes of DRAM the tree holds: nodes and separator copies (0 when empty).
   std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
@@ -202,9 +200,8 @@ class btree {
     }
     path_step path[kMaxDepth];
     int depth = 0;
-    leaf* l = descend_writer(p, path, &depth);
     std::size_t pos = 0;
-    (void)search_leaf<false>(l, version_of(l), count_of(l), p, &pos);
+    leaf* l = descend_writer(p, path, &depth, &pos);
     const std::size_t n = count_of(l);
     if (n < kLeafSlots) {
       lock(l);
@@ -225,9 +222,8 @@ class btree {
     const probe p = probe_of(KeyOf{}(e));
     path_step path[kMaxDepth];
     int depth = 0;
-    leaf* l = descend_writer(p, path, &depth);
     std::size_t pos = 0;
-    (void)search_leaf<false>(l, version_of(l), count_of(l), p, &pos);
+    leaf* l = descend_writer(p, path, &depth, &pos);
     const std::size_t n = count_of(l);
     if (n > 1) {
       lock(l);
@@ -251,7 +247,7 @@ class btree {
       build_leaves(sorted, n, &level, &bounds);
       while (level.size() > 1) build_level(&level, &bounds);
     } catch (const std::bad_alloc&) {
-      for (node* x : level) free_unseen_subtree(x);
+      for (node* x : level) give_back_subtree(x, seen::never);
       for (const flat_child& f : bounds) {
         if (f.copy != nullptr) free_unseen(const_cast<char*>(f.copy), f.size);
       }
@@ -475,15 +471,14 @@ class btree {
     return true;
   }
 
-  // The first of l's n slots at or above the probe (Upper: above it).
-  template <bool Upper>
-  static bool search_leaf(const leaf* l, std::uint64_t v, std::size_t n, const probe& p,
-                          std::size_t* pos) {
-    std::size_t lo = 0, hi = n;
+  // The first of slots [lo, hi) whose key is at or above the probe (Upper: above it), by
+  // compare(i, &sign of (probe - key i)), which returns false when the node changed.
+  template <bool Upper, class Compare>
+  static bool bisect(std::size_t lo, std::size_t hi, Compare compare, std::size_t* pos) {
     while (lo < hi) {
       const std::size_t mid = (lo + hi) / 2;
       int c;
-      if (!compare_leaf(l, v, mid, p, &c)) return false;
+      if (!compare(mid, &c)) return false;
       if (c > 0 || (Upper && c == 0)) {
         lo = mid + 1;
       } else {
@@ -494,21 +489,23 @@ class btree {
     return true;
   }
 
+  // The first of l's n slots at or above the probe (Upper: above it).
+  template <bool Upper>
+  static bool search_leaf(const leaf* l, std::uint64_t v, std::size_t n, const probe& p,
+                          std::size_t* pos) {
+    return bisect<Upper>(
+        0, n, [&](std::size_t i, int* c) { return compare_leaf(l, v, i, p, c); }, pos);
+  }
+
   // The child whose range holds the probe: the last with a separator at or below it.
   static bool search_inner(const inner* in, std::uint64_t v, std::size_t n, const probe& p,
                            std::size_t* child) {
-    std::size_t lo = 1, hi = n;
-    while (lo < hi) {
-      const std::size_t mid = (lo + hi) / 2;
-      int c;
-      if (!compare_separator(in, v, mid, p, &c)) return false;
-      if (c >= 0) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
+    std::size_t above;  // the first separator above the probe
+    if (!bisect<true>(1, n, [&](std::size_t i, int* c) { return compare_separator(in, v, i, p, c); },
+                      &above)) {
+      return false;
     }
-    *child = lo - 1;
+    *child = above - 1;
     return true;
   }
 
@@ -552,6 +549,25 @@ class btree {
     *out_version = v;
     *count = count_of(n);
     return descent::leaf;
+  }
+
+  // The answer of a query at `key`: `in_leaf(l, v, n, pos, probe, &entry)` answers from
+  // the leaf whose range holds the key (read at version v, with n slots, pos the first at
+  // or above the key), or returns false when the leaf changed, and the query starts over.
+  template <class InLeaf>
+  Entry* answer(std::string_view key, InLeaf in_leaf) const {
+    const probe p = probe_of(key);
+    for (;; pause()) {
+      const leaf* l;
+      std::uint64_t v;
+      std::size_t n, pos;
+      const descent d = descend(by_key(p), &l, &v, &n);
+      if (d == descent::empty) return nullptr;
+      Entry* e;
+      if (d == descent::leaf && search_leaf<false>(l, v, n, p, &pos) && in_leaf(l, v, n, pos, p, &e)) {
+        return e;
+      }
+    }
   }
 
   // Entry i of l, read at version v.
@@ -629,8 +645,9 @@ class btree {
 
   // ---- The writer ----
 
-  // The descent of insert and erase, with the path of inner nodes taken.
-  leaf* descend_writer(const probe& p, path_step* path, int* depth) const {
+  // The descent of insert and erase: the leaf whose range holds the probe, the path of
+  // inner nodes taken, and in *pos the first slot at or above the probe.
+  leaf* descend_writer(const probe& p, path_step* path, int* depth, std::size_t* pos) const {
     node* n = root_.load(std::memory_order_relaxed);
     while (n->level != 0) {
       auto* in = static_cast<inner*>(n);
@@ -639,7 +656,9 @@ class btree {
       path[(*depth)++] = {in, i};
       n = in->slots[i].ptr.load(std::memory_order_relaxed);
     }
-    return static_cast<leaf*>(n);
+    auto* l = static_cast<leaf*>(n);
+    (void)search_leaf<false>(l, version_of(l), count_of(l), p, pos);
+    return l;
   }
 
   void* allocate(std::size_t bytes) noexcept {
@@ -677,35 +696,30 @@ class btree {
     return in;
   }
 
-  // The subtree under n, which no reader has seen (a failed build), with its copies.
-  void free_unseen_subtree(node* n) {
-    if (n->level != 0) {
-      auto* in = static_cast<inner*>(n);
-      const std::size_t c = count_of(in);
-      for (std::size_t i = 0; i < c; ++i) {
-        free_unseen_subtree(in->slots[i].ptr.load(std::memory_order_relaxed));
-        if (const char* copy = in->copies[i].load(std::memory_order_relaxed); i > 0 && copy) {
-          free_unseen(const_cast<char*>(copy), in->slots[i].size.load(std::memory_order_relaxed));
-        }
-      }
+  // Whether readers may hold memory the writer gives back.
+  enum class seen { never, maybe };
+  void give_back(void* p, std::size_t bytes, seen by) {
+    if (by == seen::never) {
+      free_unseen(p, bytes);
+    } else {
+      retire(p, bytes);
     }
-    free_unseen(n, node_bytes(n));
   }
 
-  // The whole subtree under n, retired (the destructor).
-  void release(node* n) {
-    if (n == nullptr) return;
+  // The subtree under n, with its separator copies: freed after a failed build (never
+  // seen), retired by the destructor.
+  void give_back_subtree(node* n, seen by) {
     if (n->level != 0) {
       auto* in = static_cast<inner*>(n);
       const std::size_t c = count_of(in);
       for (std::size_t i = 0; i < c; ++i) {
-        release(in->slots[i].ptr.load(std::memory_order_relaxed));
+        give_back_subtree(in->slots[i].ptr.load(std::memory_order_relaxed), by);
         if (const char* copy = in->copies[i].load(std::memory_order_relaxed); i > 0 && copy) {
-          retire(const_cast<char*>(copy), in->slots[i].size.load(std::memory_order_relaxed));
+          give_back(const_cast<char*>(copy), in->slots[i].size.load(std::memory_order_relaxed), by);
         }
       }
     }
-    retire(n, node_bytes(n));
+    give_back(n, node_bytes(n), by);
   }
 
   // The shortest separator between keys a < b: the shortest prefix of b above a.
