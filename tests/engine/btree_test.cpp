@@ -25,6 +25,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "allocators/epoch.hpp"
@@ -82,11 +83,21 @@ class test_tree {
   Tree* operator->() { return &tree_; }
   alloc::epoch_domain& epochs() { return epochs_; }
 
-  test_entry* make(const std::string& key) { return new test_entry{key}; }
+  // The tree never reads an entry when it is destroyed: those left in it go first.
+  ~test_tree() {
+    for (test_entry* e : owned_) delete e;
+  }
+
+  test_entry* make(const std::string& key) {
+    auto* e = new test_entry{key};
+    owned_.insert(e);
+    return e;
+  }
   // Inserts a new entry for `key`; returns it, or nullptr (and no entry) if the tree ran out.
   test_entry* insert(const std::string& key) {
     test_entry* e = make(key);
     if (!tree_.insert(e)) {
+      owned_.erase(e);
       delete e;
       return nullptr;
     }
@@ -94,6 +105,7 @@ class test_tree {
   }
   void erase(test_entry* e) {
     tree_.erase(e);
+    owned_.erase(e);
     epochs_.retire(e);
   }
 
@@ -101,6 +113,7 @@ class test_tree {
   alloc::node_allocator nodes_;
   alloc::epoch_domain epochs_;  // after nodes_: destroyed first, it frees what it holds there
   Tree tree_;                   // after epochs_: retires its nodes there
+  std::unordered_set<test_entry*> owned_;  // made here, not erased (the writer's)
 };
 
 std::string decimal_key(std::uint64_t i) {
