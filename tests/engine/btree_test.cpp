@@ -323,7 +323,9 @@ TEST(BtreeTest, LongKeysWithLongCommonPrefixesNeedSeparatorCopies) {
   std::vector<std::string> universe;
   for (int i = 0; i < 20000; ++i) universe.push_back(common + decimal_key(i * 13 % 20000));
   // A few near the size limit.
-  for (int i = 0; i < 4; ++i) universe.push_back(common + std::string(65000, static_cast<char>('a' + i)));
+  for (int i = 0; i < 4; ++i) {
+    universe.push_back(common + std::string(65000, static_cast<char>('a' + i)));
+  }
   universe.push_back(std::string(65536, 'k'));
   model m;
   std::vector<std::string> order = universe;
@@ -350,7 +352,8 @@ TEST(BtreeTest, LongKeysWithLongCommonPrefixesNeedSeparatorCopies) {
 // to every query, and a valid tree that later inserts and erases keep valid.
 TEST(BtreeTest, BuildGivesTheTreeThatInsertsGive) {
   std::mt19937_64 rng(4);
-  for (std::size_t n : {0, 1, 2, 27, 28, 29, 31, 32, 28 * 22, 28 * 22 + 1, 28 * 22 * 22 + 5, 30000}) {
+  for (std::size_t n :
+       {0, 1, 2, 27, 28, 29, 31, 32, 28 * 22, 28 * 22 + 1, 28 * 22 * 22 + 5, 30000}) {
     const std::vector<std::string> universe = mixed_keys(rng, n + 200);
     std::vector<std::string> keys;
     for (std::size_t i = 0; i < universe.size() && keys.size() < n; ++i) {

@@ -51,6 +51,7 @@
 
 #include "allocators/epoch.hpp"
 #include "allocators/node_allocator.hpp"
+#include "flintkv/internal/btree_node.hpp"
 #include "flintkv/internal/keys.hpp"
 
 namespace flintkv::internal {
@@ -103,9 +104,9 @@ template <class Entry, class KeyOf, class Memory, class Protocol = btree_version
            requires(const Entry* e) { { KeyOf{}(e) } -> std::convertible_to<std::string_view>; }
 class btree {
  public:
-  static constexpr std::size_t kInlineKey = 16;    // key bytes held in a slot
-  static constexpr std::size_t kLeafSlots = 31;    // a leaf is 1 KiB: 16 lines
-  static constexpr std::size_t kInnerSlots = 24;   // an inner node is 992 bytes
+  static constexpr std::size_t kInlineKey = btree_layout::kInlineKey;
+  static constexpr std::size_t kLeafSlots = btree_layout::kLeafSlots;
+  static constexpr std::size_t kInnerSlots = btree_layout::kInnerSlots;
   // build() fills nodes to about 90%, so the first inserts after it do not split them all.
   static constexpr std::size_t kBuildLeafFill = 28;
   static constexpr std::size_t kBuildInnerFill = 22;
@@ -187,7 +188,7 @@ class btree {
   // Adds `e`, whose key is not in the tree. Returns false, with the tree unchanged, if
   // memory ran out.
   [[nodiscard]] bool insert(Entry* e) {
-    const probe p = probe_of(KeyOf{}(e));
+    const probe p = btree_layout::probe_of(KeyOf{}(e));
     node* root = root_.load(std::memory_order_relaxed);
     if (root == nullptr) {
       leaf* l = new_leaf();
@@ -219,7 +220,7 @@ class btree {
   // Removes `e`. An emptied leaf is unlinked and retired, and so is every inner node that
   // loses its last child. REQUIRES: `e` is in the tree.
   void erase(const Entry* e) {
-    const probe p = probe_of(KeyOf{}(e));
+    const probe p = btree_layout::probe_of(KeyOf{}(e));
     path_step path[kMaxDepth];
     int depth = 0;
     std::size_t pos = 0;
@@ -298,121 +299,28 @@ class btree {
   }
 
  private:
-  // ---- Layout ----
+  // ---- Layout (btree_node.hpp) ----
 
-  struct prefix {
-    std::uint64_t hi = 0, lo = 0;
-    bool operator==(const prefix&) const = default;
-  };
-
-  // A slot: a key's (or separator's) prefix and size, and an entry (a leaf) or a child.
+  using prefix = btree_layout::prefix;
   template <class P>
-  struct slot {
-    std::atomic<std::uint64_t> hi{0};
-    std::atomic<std::uint64_t> lo{0};
-    std::atomic<std::uint32_t> size{0};
-    std::atomic<P> ptr{nullptr};
-  };
-
-  struct node {
-    // Odd while the writer changes the node, or for good once it is removed (invariant 3).
-    std::atomic<std::uint64_t> version{0};
-    std::atomic<std::uint32_t> count{0};
-    std::uint32_t level = 0;  // 0 for a leaf; immutable
-  };
-
-  struct leaf : node {
-    std::atomic<leaf*> prev{nullptr};  // the leaves in key order (invariant 2)
-    std::atomic<leaf*> next{nullptr};
-    slot<Entry*> slots[kLeafSlots];
-  };
-
-  struct inner : node {
-    std::uint64_t unused[2] = {};  // slots start on a half line
-    slot<node*> slots[kInnerSlots];
-    // copies[i]: separator i's bytes when it is longer than kInlineKey, owned by the node
-    // (i >= 1; slot 0 never owns one); else nullptr. Immutable once published.
-    std::atomic<const char*> copies[kInnerSlots];
-  };
-
-  static_assert(sizeof(slot<void*>) == 32);
-  static_assert(sizeof(node) == 16);
-  static_assert(sizeof(leaf) == 1024, "a leaf is sixteen cache lines");
-  static_assert(sizeof(inner) == 992, "an inner node fits the 1 KiB size class");
-  static_assert(std::is_trivially_destructible_v<leaf> && std::is_trivially_destructible_v<inner>);
-
-  // A slot's contents as the writer moves them (copy: an inner slot's separator bytes).
+  using slot = btree_layout::slot<P>;
+  using node = btree_layout::node;
+  using leaf = btree_layout::leaf<Entry>;
+  using inner = btree_layout::inner;
   template <class P>
-  struct flat {
-    prefix pre;
-    std::uint32_t size = 0;
-    P ptr = nullptr;
-    const char* copy = nullptr;
-  };
+  using flat = btree_layout::flat<P>;
   using flat_slot = flat<Entry*>;
   using flat_child = flat<node*>;
-
-  // A key to search for, with its prefix.
-  struct probe {
-    std::string_view key;
-    prefix pre;
-    std::uint32_t size;
-  };
+  using probe = btree_layout::probe;
 
   struct path_step {
     inner* node;
     std::size_t child;  // the index of the child the descent took
   };
 
-  // ---- Keys ----
-
-  static prefix prefix_of(std::string_view key) {
-    unsigned char b[kInlineKey] = {};
-    if (!key.empty()) std::memcpy(b, key.data(), std::min(key.size(), kInlineKey));
-    prefix p;
-    std::memcpy(&p.hi, b, 8);
-    std::memcpy(&p.lo, b + 8, 8);
-    if constexpr (std::endian::native == std::endian::little) {
-      p.hi = __builtin_bswap64(p.hi);
-      p.lo = __builtin_bswap64(p.lo);
-    }
-    return p;
-  }
-  static probe probe_of(std::string_view key) {
-    return {key, prefix_of(key), static_cast<std::uint32_t>(key.size())};
-  }
-
-  // Sign of (a - b) from prefixes and sizes, or kTie when both are longer than kInlineKey
-  // with the same prefix, and the bytes after it decide.
-  static constexpr int kTie = 2;
-  static int compare_prefixed(prefix a, std::uint32_t a_size, prefix b, std::uint32_t b_size) {
-    if (a.hi != b.hi) return a.hi < b.hi ? -1 : 1;
-    if (a.lo != b.lo) return a.lo < b.lo ? -1 : 1;
-    if (a_size <= kInlineKey || b_size <= kInlineKey) {
-      return a_size < b_size ? -1 : (a_size > b_size ? 1 : 0);
-    }
-    return kTie;
-  }
-  static int compare_rest(std::string_view a, std::string_view b) {
-    return compare_keys(a.substr(kInlineKey), b.substr(kInlineKey));
-  }
-
-  // ---- Versions (invariant 3) ----
-
   static void pause() { __builtin_ia32_pause(); }
 
-  static bool read_version(const node* n, std::uint64_t* v) {
-    *v = n->version.load(std::memory_order_acquire);
-    return (*v & 1) == 0;
-  }
-  // Whether `n` is still at version `v`: the reads of its fields since were consistent.
-  static bool validate(const node* n, std::uint64_t v) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    return n->version.load(std::memory_order_relaxed) == v;
-  }
-  static std::uint64_t version_of(const node* n) {
-    return n->version.load(std::memory_order_relaxed);
-  }
+  // The writer's side of the versions (invariant 3).
   static void lock(node* n) {
     if constexpr (Protocol::kVersioned) {
       n->version.store(version_of(n) + 1, std::memory_order_relaxed);
@@ -424,36 +332,16 @@ class btree {
       n->version.store(version_of(n) + 1, std::memory_order_release);
     }
   }
-  static std::size_t count_of(const node* n) {
-    return std::min<std::size_t>(n->count.load(std::memory_order_relaxed),
-                                 n->level == 0 ? kLeafSlots : kInnerSlots);
-  }
-
-  template <class P>
-  static flat<P> load(const slot<P>& s) {
-    return {{s.hi.load(std::memory_order_relaxed), s.lo.load(std::memory_order_relaxed)},
-            s.size.load(std::memory_order_relaxed), s.ptr.load(std::memory_order_relaxed)};
-  }
-  template <class P>
-  static void store(slot<P>& s, const flat<P>& f) {
-    s.hi.store(f.pre.hi, std::memory_order_relaxed);
-    s.lo.store(f.pre.lo, std::memory_order_relaxed);
-    s.size.store(f.size, std::memory_order_relaxed);
-    s.ptr.store(f.ptr, std::memory_order_relaxed);
-  }
-
   // ---- Reading nodes. Each returns false when the node changed (the caller restarts). ----
 
   // Sign of (probe - key in slot i of leaf l, read at version v).
   static bool compare_leaf(const leaf* l, std::uint64_t v, std::size_t i, const probe& p, int* c) {
     const slot<Entry*>& s = l->slots[i];
-    *c = compare_prefixed(p.pre, p.size,
-                          {s.hi.load(std::memory_order_relaxed), s.lo.load(std::memory_order_relaxed)},
-                          s.size.load(std::memory_order_relaxed));
-    if (*c != kTie) return true;
+    *c = compare_prefixed(p.pre, p.size, prefix_in(s), s.size.load(std::memory_order_relaxed));
+    if (*c != btree_layout::kTie) return true;
     const Entry* e = s.ptr.load(std::memory_order_relaxed);
     if (!validate(l, v)) return false;  // e is an entry of the tree: readable
-    *c = compare_rest(p.key, KeyOf{}(e));
+    *c = btree_layout::compare_rest(p.key, KeyOf{}(e));
     return true;
   }
   // Sign of (probe - separator i of inner node in, read at version v).
@@ -461,13 +349,11 @@ class btree {
                                 int* c) {
     const slot<node*>& s = in->slots[i];
     const std::uint32_t size = s.size.load(std::memory_order_relaxed);
-    *c = compare_prefixed(p.pre, p.size,
-                          {s.hi.load(std::memory_order_relaxed), s.lo.load(std::memory_order_relaxed)},
-                          size);
-    if (*c != kTie) return true;
+    *c = compare_prefixed(p.pre, p.size, prefix_in(s), size);
+    if (*c != btree_layout::kTie) return true;
     const char* copy = in->copies[i].load(std::memory_order_relaxed);
     if (!validate(in, v)) return false;  // copy holds `size` bytes
-    *c = compare_rest(p.key, {copy, size});
+    *c = btree_layout::compare_rest(p.key, {copy, size});
     return true;
   }
 
@@ -501,10 +387,8 @@ class btree {
   static bool search_inner(const inner* in, std::uint64_t v, std::size_t n, const probe& p,
                            std::size_t* child) {
     std::size_t above;  // the first separator above the probe
-    if (!bisect<true>(1, n, [&](std::size_t i, int* c) { return compare_separator(in, v, i, p, c); },
-                      &above)) {
-      return false;
-    }
+    auto compare = [&](std::size_t i, int* c) { return compare_separator(in, v, i, p, c); };
+    if (!bisect<true>(1, n, compare, &above)) return false;
     *child = above - 1;
     return true;
   }
@@ -556,7 +440,7 @@ class btree {
   // or above the key), or returns false when the leaf changed, and the query starts over.
   template <class InLeaf>
   Entry* answer(std::string_view key, InLeaf in_leaf) const {
-    const probe p = probe_of(key);
+    const probe p = btree_layout::probe_of(key);
     for (;; pause()) {
       const leaf* l;
       std::uint64_t v;
@@ -564,7 +448,8 @@ class btree {
       const descent d = descend(by_key(p), &l, &v, &n);
       if (d == descent::empty) return nullptr;
       Entry* e;
-      if (d == descent::leaf && search_leaf<false>(l, v, n, p, &pos) && in_leaf(l, v, n, pos, p, &e)) {
+      if (d == descent::leaf && search_leaf<false>(l, v, n, p, &pos) &&
+          in_leaf(l, v, n, pos, p, &e)) {
         return e;
       }
     }
@@ -610,7 +495,7 @@ class btree {
   template <bool Upper>
   std::size_t collect(std::string_view key, Entry** out, std::size_t n) const {
     if (n == 0) return 0;
-    const probe p = probe_of(key);
+    const probe p = btree_layout::probe_of(key);
     const leaf* l;
     std::uint64_t v;
     std::size_t count, pos;
@@ -668,7 +553,9 @@ class btree {
     } catch (const std::bad_alloc&) {
       return nullptr;
     }
-    if (m != nullptr) bytes_.store(bytes_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+    if (m != nullptr) {
+      bytes_.store(bytes_.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+    }
     return m;
   }
   void release_bytes(std::size_t bytes) {
@@ -682,7 +569,9 @@ class btree {
     release_bytes(bytes);
     memory_.retire(p, bytes);
   }
-  static std::size_t node_bytes(const node* n) { return n->level == 0 ? sizeof(leaf) : sizeof(inner); }
+  static std::size_t node_bytes(const node* n) {
+    return n->level == 0 ? sizeof(leaf) : sizeof(inner);
+  }
 
   leaf* new_leaf() {
     void* m = allocate(sizeof(leaf));
@@ -732,7 +621,7 @@ class btree {
   // A separator as a child slot: its prefix and size, and a copy of its bytes when they
   // do not fit the slot (nullptr copy and false if there is no memory for it).
   bool separator_slot(std::string_view sep, flat_child* out) {
-    *out = {prefix_of(sep), static_cast<std::uint32_t>(sep.size()), nullptr, nullptr};
+    *out = {btree_layout::prefix_of(sep), static_cast<std::uint32_t>(sep.size()), nullptr, nullptr};
     if (sep.size() <= kInlineKey) return true;
     void* m = allocate(sep.size());
     if (m == nullptr) return false;
@@ -769,12 +658,14 @@ class btree {
     inner* siblings[kMaxDepth] = {};
     inner* root = nullptr;
     flat_child carry;
-    bool ok = right != nullptr &&
-              separator_slot(separator(KeyOf{}(all[kLeft - 1].ptr), KeyOf{}(all[kLeft].ptr)), &carry);
+    const std::string_view sep = separator(KeyOf{}(all[kLeft - 1].ptr), KeyOf{}(all[kLeft].ptr));
+    bool ok = right != nullptr && separator_slot(sep, &carry);
     for (int s = 0; ok && s < splits; ++s) {
       ok = (siblings[s] = new_inner(path[depth - 1 - s].node->level)) != nullptr;
     }
-    if (ok && new_root) ok = (root = new_inner(root_.load(std::memory_order_relaxed)->level + 1)) != nullptr;
+    if (ok && new_root) {
+      ok = (root = new_inner(root_.load(std::memory_order_relaxed)->level + 1)) != nullptr;
+    }
     if (!ok) {
       if (right != nullptr) free_unseen(right, sizeof(leaf));
       if (carry.copy != nullptr) free_unseen(const_cast<char*>(carry.copy), carry.size);
@@ -841,7 +732,9 @@ class btree {
   // the parent: its copy passes to the parent with it.
   flat_child split_inner(inner* in, std::size_t i, const flat_child& add, inner* right) {
     flat_child all[kInnerSlots + 1];
-    for (std::size_t j = 0, k = 0; j <= kInnerSlots; ++j) all[j] = j == i ? add : load_child(in, k++);
+    for (std::size_t j = 0, k = 0; j <= kInnerSlots; ++j) {
+      all[j] = j == i ? add : load_child(in, k++);
+    }
     constexpr std::size_t kLeft = (kInnerSlots + 1) / 2;
     flat_child up = all[kLeft];
     all[kLeft] = {};
@@ -945,8 +838,9 @@ class btree {
         // The entries lie anywhere: their keys are requested ahead, the misses overlap.
         if (at + kBuildPrefetch < n) __builtin_prefetch(sorted[at + kBuildPrefetch]);
         const std::string_view key = KeyOf{}(sorted[at]);
-        store(l->slots[i],
-              flat_slot{prefix_of(key), static_cast<std::uint32_t>(key.size()), sorted[at]});
+        const flat_slot f{btree_layout::prefix_of(key), static_cast<std::uint32_t>(key.size()),
+                          sorted[at]};
+        store(l->slots[i], f);
         if (i == 0) {
           flat_child bound{};
           if (g > 0 && !separator_slot(separator(prev_key, key), &bound)) throw std::bad_alloc();
@@ -1020,7 +914,8 @@ class btree {
       return where + ": holds " + std::to_string(count);
     }
     auto outside = [&](std::string_view k) {
-      return (lo != nullptr && compare_keys(k, *lo) < 0) || (hi != nullptr && compare_keys(k, *hi) >= 0);
+      return (lo != nullptr && compare_keys(k, *lo) < 0) ||
+             (hi != nullptr && compare_keys(k, *hi) >= 0);
     };
     if (level == 0) {
       const auto* l = static_cast<const leaf*>(n);
@@ -1032,19 +927,23 @@ class btree {
         if (e == nullptr) return where + ": slot " + std::to_string(i) + " has no entry";
         const std::string_view k = KeyOf{}(e);
         const flat_slot f = load(l->slots[i]);
-        if (f.pre != prefix_of(k) || f.size != k.size()) {
+        if (f.pre != btree_layout::prefix_of(k) || f.size != k.size()) {
           return where + ": slot " + std::to_string(i) + "'s prefix or size is not its key's";
         }
-        if (i > 0 && compare_keys(KeyOf{}(l->slots[i - 1].ptr.load(std::memory_order_relaxed)), k) >= 0) {
+        if (i > 0 && compare_keys(KeyOf{}(load(l->slots[i - 1]).ptr), k) >= 0) {
           return where + ": slot " + std::to_string(i) + " is not above the one before";
         }
-        if (outside(k)) return where + ": key of slot " + std::to_string(i) + " outside the separators";
+        if (outside(k)) {
+          return where + ": key of slot " + std::to_string(i) + " outside the separators";
+        }
       }
       return "";
     }
     const auto* in = static_cast<const inner*>(n);
     *held += sizeof(inner);
-    if (in->copies[0].load(std::memory_order_relaxed) != nullptr) return where + ": slot 0 owns a copy";
+    if (in->copies[0].load(std::memory_order_relaxed) != nullptr) {
+      return where + ": slot 0 owns a copy";
+    }
     std::vector<std::string> seps(count);
     for (std::size_t i = 1; i < count; ++i) {
       const std::uint32_t size = in->slots[i].size.load(std::memory_order_relaxed);
@@ -1055,7 +954,7 @@ class btree {
       }
       if (copied) *held += size;
       seps[i] = separator_bytes(in, i);
-      if (load(in->slots[i]).pre != prefix_of(seps[i])) {
+      if (load(in->slots[i]).pre != btree_layout::prefix_of(seps[i])) {
         return where + ": separator " + std::to_string(i) + "'s prefix is not its bytes'";
       }
       if (outside(seps[i]) || (lo != nullptr && seps[i] == *lo) ||
