@@ -1,8 +1,10 @@
-// The volatile index (index.hpp) on its own: the skiplist with its point table and back links.
+// The volatile index (index.hpp) on its own: the sorted list with its tree, point table and
+// back links.
 //  - IndexTest: entries inserted and removed at random against std::set: find() and lookup()
-//    answer for every key, and check() (prev() is the level-0 predecessor, every entry is in
-//    the point table) holds through growth and through tables full of erased slots. check()
-//    catches a broken back link and an entry missing from the table.
+//    answer for every key, and check() (prev() is the list predecessor, every entry is in
+//    the point table and the tree) holds through growth and through tables full of erased
+//    slots. check() catches a broken back link and an entry missing from the table; a
+//    search walks on past an entry the tree lacks.
 //  - IndexTest.ThePointTableShrinksWhenMostEntriesAreRemoved: its DRAM comes back.
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
@@ -24,51 +26,58 @@
 #include <vector>
 
 #include "allocators/epoch.hpp"
+#include "allocators/node_allocator.hpp"
 #include "flintkv/internal/index.hpp"
 
 namespace {
 
 using flintkv::internal::inode;
-using flintkv::internal::kMaxHeight;
-using flintkv::internal::skiplist;
+using flintkv::internal::key_index;
 
-// A skiplist whose entries live in malloc'd memory, all freed at the end (removed entries
+// An index whose entries live in malloc'd memory, all freed at the end (removed entries
 // too: readers may stand on them, as they may in the engine until the epochs free them).
 class test_index {
  public:
-  test_index() : head_(std::malloc(inode::size_for(kMaxHeight, 0))), list_(head_, 0, epochs_) {}
+  test_index() : head_(std::malloc(inode::size_for(0))), list_(head_, 0, dram_, epochs_) {}
   ~test_index() {
     for (void* m : memory_) std::free(m);
     std::free(head_);
   }
 
-  skiplist& list() { return list_; }
+  key_index& list() { return list_; }
   alloc::epoch_domain& epochs() { return epochs_; }
 
   // Inserts `key` (not in the index). REQUIRES: the one writer.
-  inode* insert(const std::string& key, int height) {
-    inode* preds[kMaxHeight];
-    inode* succs[kMaxHeight];
-    list_.locate(key, preds, succs);
-    void* m = std::malloc(inode::size_for(height, key.size()));
+  inode* insert(const std::string& key) {
+    inode* pred = nullptr;
+    inode* after = nullptr;
+    list_.locate(key, &pred, &after);
+    void* m = std::malloc(inode::size_for(key.size()));
     memory_.push_back(m);
-    inode* n = inode::make(m, height, key, {1, 64, 0, false});
-    list_.insert(n, preds);
+    inode* n = inode::make(m, key, {1, 64, 0, false});
+    list_.insert(n, pred);
     return n;
   }
-  // Appends `key` (larger than every key so far) as recovery does.
-  inode* append(const std::string& key, int height) {
-    void* m = std::malloc(inode::size_for(height, key.size()));
+  // An entry for `key`, linked nowhere (freed with the index).
+  inode* detached(const std::string& key) {
+    void* m = std::malloc(inode::size_for(key.size()));
     memory_.push_back(m);
-    inode* n = inode::make(m, height, key, {1, 64, 0, false});
+    return inode::make(m, key, {1, 64, 0, false});
+  }
+  // Appends `key` (larger than every key so far) as recovery does.
+  inode* append(const std::string& key) {
+    void* m = std::malloc(inode::size_for(key.size()));
+    memory_.push_back(m);
+    inode* n = inode::make(m, key, {1, 64, 0, false});
     list_.append(n);
     return n;
   }
 
  private:
+  alloc::node_allocator dram_;  // the tree's nodes
   alloc::epoch_domain epochs_;
   void* head_;
-  skiplist list_;
+  key_index list_;
   std::vector<void*> memory_;
 };
 
@@ -77,8 +86,6 @@ std::string key_of(std::uint64_t i) {
   std::snprintf(buf, sizeof buf, "key%016llu", static_cast<unsigned long long>(i));
   return buf;
 }
-
-int height_for(std::mt19937_64& rng) { return 1 + std::countr_one(rng()) % 12; }
 
 // key_hash takes whole words through the inline instruction and the rest through the bulk
 // function: it must stay the key's CRC-32C seeded with its size, at every length and
@@ -99,7 +106,7 @@ TEST(IndexTest, KeyHashIsTheKeysCrc32cSeededWithItsSize) {
 
 TEST(IndexTest, RandomInsertsAndRemovesKeepFindLookupAndBackLinksRight) {
   test_index index;
-  skiplist& list = index.list();
+  key_index& list = index.list();
   auto pinned = index.epochs().pin();
   std::mt19937_64 rng(7);
   std::set<std::string> present;
@@ -122,7 +129,7 @@ TEST(IndexTest, RandomInsertsAndRemovesKeepFindLookupAndBackLinksRight) {
         ASSERT_EQ(list.lookup(k), nullptr);
       }
     } else if (grow) {
-      index.insert(k, height_for(rng));
+      index.insert(k);
       present.insert(k);
     }
     if (step % 997 == 0) {
@@ -137,12 +144,11 @@ TEST(IndexTest, RandomInsertsAndRemovesKeepFindLookupAndBackLinksRight) {
 // remaining entries need, and still finds each of them.
 TEST(IndexTest, ThePointTableShrinksWhenMostEntriesAreRemoved) {
   test_index index;
-  skiplist& list = index.list();
+  key_index& list = index.list();
   auto pinned = index.epochs().pin();
-  std::mt19937_64 rng(5);
   std::vector<inode*> entries;
   for (std::uint64_t i = 0; i < 8000; ++i) {
-    entries.push_back(index.insert(key_of(i), height_for(rng)));
+    entries.push_back(index.insert(key_of(i)));
   }
   const std::size_t full = list.point_table_bytes();
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -158,9 +164,8 @@ TEST(IndexTest, ThePointTableShrinksWhenMostEntriesAreRemoved) {
 
 TEST(IndexTest, BulkBuildFillsThePointTableAndBackLinks) {
   test_index index;
-  skiplist& list = index.list();
-  std::mt19937_64 rng(8);
-  for (std::uint64_t i = 0; i < 5000; ++i) index.append(key_of(i * 3), height_for(rng));
+  key_index& list = index.list();
+  for (std::uint64_t i = 0; i < 5000; ++i) index.append(key_of(i * 3));
   list.finish_build();
   auto pinned = index.epochs().pin();
   EXPECT_EQ(list.check(), "");
@@ -175,41 +180,82 @@ TEST(IndexTest, BulkBuildFillsThePointTableAndBackLinks) {
 
 TEST(IndexTest, CheckCatchesABrokenBackLinkAndAnEntryMissingFromThePointTable) {
   test_index index;
-  skiplist& list = index.list();
+  key_index& list = index.list();
   auto pinned = index.epochs().pin();
-  inode* a = index.insert("a", 1);
-  inode* b = index.insert("b", 2);
-  index.insert("c", 1);
+  inode* a = index.insert("a");
+  inode* b = index.insert("b");
+  index.insert("c");
   ASSERT_EQ(list.check(), "");
   // An entry whose back link skips its predecessor.
   b->set_prev(list.head());
   EXPECT_NE(list.check().find("'b': prev()"), std::string::npos) << list.check();
   b->set_prev(a);
   ASSERT_EQ(list.check(), "");
-  // An entry linked into the skiplist behind the point table's back: the search finds it,
-  // the table does not, and check() says so.
-  inode* preds[kMaxHeight];
-  inode* succs[kMaxHeight];
-  list.locate("bb", preds, succs);
-  void* m = std::malloc(inode::size_for(1, 2));
-  inode* hidden = inode::make(m, 1, "bb", {1, 64, 0, false});
-  hidden->next(0).store(succs[0]);
-  preds[0]->next(0).store(hidden);
-  hidden->set_prev(preds[0]);
-  succs[0]->set_prev(hidden);
+  // An entry linked into the list behind the point table's and the tree's backs: the
+  // search finds it (walking on from the tree's answer), the table does not, and check()
+  // says so.
+  inode* pred = nullptr;
+  inode* after = nullptr;
+  list.locate("bb", &pred, &after);
+  inode* hidden = index.detached("bb");
+  hidden->set_next(after);
+  pred->set_next(hidden);
+  hidden->set_prev(pred);
+  after->set_prev(hidden);
   EXPECT_EQ(list.find("bb"), hidden) << "find falls back to the search";
+  EXPECT_EQ(list.last_below("c"), hidden) << "the search walks on past the tree's answer";
   EXPECT_NE(list.check().find("'bb' is not in the point table"), std::string::npos)
       << list.check();
-  preds[0]->next(0).store(succs[0]);
-  succs[0]->set_prev(preds[0]);
-  std::free(m);
+  pred->set_next(after);
+  after->set_prev(pred);
+}
+
+// Seek's one descent (seek_ahead): the first entry at or after the key, and the entries from
+// it on in key order.
+TEST(IndexTest, SeekAheadGivesTheFirstEntryAtOrAfterTheKeyAndThoseThatFollow) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  std::vector<inode*> entries;
+  for (std::uint64_t i = 0; i < 100; ++i) entries.push_back(index.insert(key_of(i * 2)));
+  inode* out[12];
+  std::size_t got = 0;
+  EXPECT_EQ(list.seek_ahead(key_of(10), out, 12, &got), entries[5]) << "a key it holds";
+  ASSERT_EQ(got, 12u);
+  for (std::size_t i = 0; i < got; ++i) EXPECT_EQ(out[i], entries[5 + i]) << i;
+  EXPECT_EQ(list.seek_ahead(key_of(11), out, 12, &got), entries[6]) << "a key it lacks";
+  EXPECT_EQ(list.seek_ahead(key_of(197), out, 12, &got), entries[99]);
+  EXPECT_EQ(got, 1u);
+  EXPECT_EQ(list.seek_ahead(key_of(199), out, 12, &got), nullptr) << "past the last key";
+  EXPECT_EQ(got, 0u);
+}
+
+// An entry the tree has no DRAM for (insert's fallback, reached through the test hook) is
+// still found: searches walk on along the list past the tree's answer, and seek_ahead, which
+// trusts the tree only while it holds every entry, searches instead.
+TEST(IndexTest, AnEntryTheTreeLacksIsFoundBySearchesAndSeeks) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  inode* c = index.insert("c");
+  inode* b = index.detached("b");
+  list.TEST_insert_without_tree(b, list.head());  // before c
+  EXPECT_EQ(list.last_below("bb"), b);
+  EXPECT_EQ(list.last_below("c"), b);
+  EXPECT_EQ(list.find("b"), b);
+  inode* out[12];
+  std::size_t got = 0;
+  EXPECT_EQ(list.seek_ahead("b", out, 12, &got), b);
+  EXPECT_EQ(list.seek_ahead("ab", out, 12, &got), b) << "not c, which the tree would give";
+  EXPECT_EQ(list.seek_ahead("bb", out, 12, &got), c);
+  EXPECT_EQ(list.check(), "") << "an incomplete tree is allowed";
 }
 
 TEST(IndexTest, FindFallsBackToTheSearchForARemovedTableEntry) {
   test_index index;
-  skiplist& list = index.list();
+  key_index& list = index.list();
   auto pinned = index.epochs().pin();
-  inode* old = index.insert("k", 1);
+  inode* old = index.insert("k");
   // A reader that took `old` from the table just before its removal must not trust it:
   // marked removed, the table lookup gives nothing and find() searches.
   old->removed.store(true);
@@ -221,15 +267,13 @@ TEST(IndexTest, FindFallsBackToTheSearchForARemovedTableEntry) {
 
 TEST(IndexConcurrencyTest, LookupsOfStableKeysSucceedWhileTheTableGrowsAndIsRebuilt) {
   test_index index;
-  skiplist& list = index.list();
+  key_index& list = index.list();
   constexpr int kStable = 64;
   std::vector<inode*> stable;
   {
     auto pinned = index.epochs().pin();
-    std::mt19937_64 rng(9);
     for (int i = 0; i < kStable; ++i) {
-      stable.push_back(index.insert(key_of(static_cast<std::uint64_t>(i) * 1000003),
-                                    height_for(rng)));
+      stable.push_back(index.insert(key_of(static_cast<std::uint64_t>(i) * 1000003)));
     }
   }
   std::atomic<bool> stop{false};
@@ -251,7 +295,6 @@ TEST(IndexConcurrencyTest, LookupsOfStableKeysSucceedWhileTheTableGrowsAndIsRebu
   // The writer: thousands of other keys come and go, growing the table several times,
   // rebuilding it over erased slots, and shrinking it as the others leave (64 stable keys
   // are below 1/16 of the grown table); each replaced table is retired through the epochs.
-  std::mt19937_64 rng(10);
   std::vector<inode*> others;
   for (int round = 0; round < 6; ++round) {
     // Each round starts once the readers have looked up more since the last one.
@@ -260,7 +303,7 @@ TEST(IndexConcurrencyTest, LookupsOfStableKeysSucceedWhileTheTableGrowsAndIsRebu
     for (int i = 0; i < 3000; ++i) {
       auto pinned = index.epochs().pin();
       const std::string k = "other" + std::to_string(round) + "." + std::to_string(i);
-      others.push_back(index.insert(k, height_for(rng)));
+      others.push_back(index.insert(k));
     }
     for (inode* n : others) {
       auto pinned = index.epochs().pin();

@@ -77,9 +77,14 @@ struct epoch_dram {
 
   void* allocate(std::size_t bytes) { return nodes->allocate(bytes); }
   void free(void* p, std::size_t bytes) { nodes->deallocate(p, bytes); }
-  // The epochs keep a list of what they hold, in DRAM too: without it, retire throws and
-  // the process ends (noexcept).
-  void retire(void* p, std::size_t bytes) noexcept { epochs->retire(*nodes, p, bytes); }
+  // The epochs keep a list of what they hold, in DRAM too: without DRAM for it, the node
+  // stays allocated (a reader may hold it).
+  void retire(void* p, std::size_t bytes) noexcept {
+    try {
+      epochs->retire(*nodes, p, bytes);
+    } catch (const std::bad_alloc&) {
+    }
+  }
 };
 
 // How the writer publishes a change:

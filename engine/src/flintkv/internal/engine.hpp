@@ -1,5 +1,6 @@
-// The FlintKV engine: a DRAM skiplist index with one entry per key (its versions chained,
-// index.hpp) over a sorted persistent list of versioned nodes, updated in three phases
+// The FlintKV engine: a DRAM index (a sorted list of entries under a B+tree) with one entry
+// per key (its versions chained, index.hpp) over a sorted persistent list of versioned
+// nodes, updated in three phases
 // (locate, prepare, attach by flat combining, combiner.hpp), with the versions no reader can
 // see reclaimed between combining passes (reclamation.hpp). Recovery: recovery.hpp;
 // iteration: iterator.hpp. See docs/engine-design.md for the algorithm and its arguments.
@@ -151,7 +152,7 @@ class engine final : public DB, private transaction_host {
     reclaimer_.clear();
     inode* n = index_->head();
     while (n != nullptr) {
-      inode* next = n->load_next(0);
+      inode* next = n->load_next();
       for (vrec* r = n->older().load(std::memory_order_relaxed); r != nullptr;) {
         vrec* older = r->older.load(std::memory_order_relaxed);
         storage_->dram_free(r, sizeof(vrec));
@@ -328,7 +329,7 @@ class engine final : public DB, private transaction_host {
     auto pinned = pin();
     std::vector<TEST_entry> out;
     const std::uint64_t vv = visible_version_.load(std::memory_order_acquire);
-    for (inode* n = index_->head()->load_next(0); n != nullptr; n = n->load_next(0)) {
+    for (inode* n = index_->head()->load_next(); n != nullptr; n = n->load_next()) {
       auto v = n->visible_at(vv);
       if (v && !v->tombstone) {
         out.push_back({std::string(n->key()), std::string(value_of(n, *v)), v->version});
@@ -346,7 +347,7 @@ class engine final : public DB, private transaction_host {
   // an operation of this engine.
   std::uint64_t TEST_reclaim() { return reclaim_now(); }
 
-  // Test hook: the index's own check (skiplist::check): "" if it holds. REQUIRES: no
+  // Test hook: the index's own check (key_index::check): "" if it holds. REQUIRES: no
   // writer.
   std::string TEST_check_index() const {
     auto pinned = pin();
@@ -389,8 +390,8 @@ class engine final : public DB, private transaction_host {
     node_offset succ{0};         // the successor written into the node
     std::uint64_t version = 0;   // given by attach
     bool out_of_pool = false;    // prepare found the pool full
-    inode* preds[kMaxHeight];
-    inode* succs[kMaxHeight];
+    inode* pred = nullptr;       // located: the last entry before the key
+    inode* after = nullptr;      // located: the first entry at or after the key
   };
 
   struct request {
@@ -414,7 +415,7 @@ class engine final : public DB, private transaction_host {
   root_t& root_ref() const { return *static_cast<root_t*>(storage_->root_area()); }
   node* at(node_offset off) const { return static_cast<node*>(storage_->pointer(off)); }
   auto pin() const { return storage_->epochs().pin(); }
-  const skiplist& index() const { return *index_; }
+  const key_index& index() const { return *index_; }
   snapshot_registry& registry() const { return registry_; }
 
   // Validates the store (writing nothing), then repairs what a crash left and, for a new
@@ -478,8 +479,9 @@ class engine final : public DB, private transaction_host {
   }
 
   void make_index(node_offset head) {
-    void* head_memory = storage_->dram_allocate(inode::size_for(kMaxHeight, 0));
-    index_ = std::make_unique<skiplist>(head_memory, head.value, storage_->epochs());
+    void* head_memory = storage_->dram_allocate(inode::size_for(0));
+    index_ = std::make_unique<key_index>(head_memory, head.value, storage_->dram(),
+                                         storage_->epochs());
   }
 
   // ---- the write path --------------------------------------------------------------------
@@ -629,11 +631,11 @@ class engine final : public DB, private transaction_host {
   // The located neighbours of u.key: for a key in the point table, its entry and the
   // entry's predecessor (all an update of an existing key needs: link()); else a search.
   void locate(update& u) const {
-    if (inode* e = index_->locate_for_update(u.key, u.preds, u.succs); e != nullptr) {
+    if (inode* e = index_->locate_for_update(u.key, &u.pred, &u.after); e != nullptr) {
       u.entry = e;
       return;
     }
-    inode* s = u.succs[0];
+    inode* s = u.after;
     u.entry = s != nullptr && same_key(s->key(), u.key) ? s : nullptr;
   }
 
@@ -642,7 +644,7 @@ class engine final : public DB, private transaction_host {
   // link writes anyway. Outside the lock a hint (that node may even be reclaimed meanwhile:
   // its bytes stay in the pool), which link() checks again under the lock.
   node_offset successor_of(const update& u) const {
-    return recovery_t::successor(*storage_, node_offset{u.preds[0]->tail_pnode()});
+    return recovery_t::successor(*storage_, node_offset{u.pred->tail_pnode()});
   }
 
   // Allocates and fills the persistent node (first call), points it at the located
@@ -682,22 +684,7 @@ class engine final : public DB, private transaction_host {
   }
 
   inode* make_entry(std::string_view key, const version_ref& v) {
-    const int height = random_height();
-    void* memory = storage_->dram_allocate(inode::size_for(height, key.size()));
-    return inode::make(memory, height, key, v);
-  }
-
-  static int random_height() {
-    thread_local std::uint64_t state =
-        std::hash<std::thread::id>{}(std::this_thread::get_id()) | 1;
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    // Branching factor 2: twice the levels of factor 4 but a third of the steps per level,
-    // and each level's step down is prefetched (skiplist::next_prefetched), so a search
-    // waits on fewer misses.
-    const int height = 1 + std::countr_one(state);
-    return std::min(height, kMaxHeight);
+    return inode::make(storage_->dram_allocate(inode::size_for(key.size())), key, v);
   }
 
   // ---- attach: flat combining ------------------------------------------------------------
@@ -866,10 +853,10 @@ class engine final : public DB, private transaction_host {
   // the persistent list and the index: its version and link written back, not fenced
   // (`write_back`), or noted for the weak window's end. REQUIRES: the combiner lock.
   bool link(update& u, std::uint64_t version, bool write_back) {
-    inode* pred = u.preds[0];
+    inode* pred = u.pred;
     inode* entry = u.entry;
     if (pred->removed.load(std::memory_order_relaxed) ||
-        pred->load_next(0) != (entry != nullptr ? entry : u.succs[0])) {
+        pred->load_next() != (entry != nullptr ? entry : u.after)) {
       return false;
     }
     if (entry != nullptr && entry->removed.load(std::memory_order_relaxed)) return false;
@@ -901,7 +888,7 @@ class engine final : public DB, private transaction_host {
       u.fresh = nullptr;
       entry->publish(v, nullptr);
       entry->set_tail_pnode(u.offset.value);
-      index_->insert(entry, u.preds);
+      index_->insert(entry, u.pred);
       keys_.fetch_add(1, std::memory_order_relaxed);
       if (u.tombstone) reclaimer_.note(entry, version);
     }
@@ -997,6 +984,13 @@ class engine final : public DB, private transaction_host {
   // Requests the cache lines of version v's node of entry n (an iterator reads its size
   // word, key and value ahead of time). Any v will do, a stale one too: a prefetch reads
   // nothing and cannot fault.
+  // The first two lines of version v's node (a node of up to 128 bytes, in its block of 128:
+  // all of it), with no read of the entry beyond v.
+  void prefetch_node_start(const version_ref& v) const {
+    const char* p = reinterpret_cast<const char*>(storage_->pointer(node_offset{v.pnode}));
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+  }
   void prefetch_node(const inode* n, const version_ref& v) const {
     const char* p = reinterpret_cast<const char*>(storage_->pointer(node_offset{v.pnode}));
     const std::size_t bytes = std::min<std::size_t>(node::size_for(n->key_size, v.value_size),
@@ -1059,7 +1053,7 @@ class engine final : public DB, private transaction_host {
   static constexpr int kFullPoolRounds = 8;      // a write that finds the pool full
 
   std::unique_ptr<Storage> storage_;
-  std::unique_ptr<skiplist> index_;
+  std::unique_ptr<key_index> index_;
   combiner_t combiner_;
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
   // The combiner's: the pass linked sync puts it has not fenced yet.

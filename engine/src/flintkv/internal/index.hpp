@@ -1,16 +1,20 @@
-// The volatile index: a skiplist in DRAM with one entry per key, ordered by key ascending
-// (bytewise). Each entry holds its key's versions, newest first: the newest in the entry
-// itself, the older ones in a chain of version records (JellyFish's vertical list). The
-// persistent list holds the same versions, sorted by key, then version descending.
+// The volatile index: a sorted list in DRAM with one entry per key, ordered by key ascending
+// (bytewise), a B+tree over it for searches (btree.hpp), and a hash table for point lookups.
+// Each entry holds its key's versions, newest first: the newest in the entry itself, the older
+// ones in a chain of version records (JellyFish's vertical list). The persistent list holds
+// the same versions, sorted by key, then version descending.
 //
-// Thread safety: the structure (links at every level, entries' newest versions, chains) is
-// written only by the combiner, under its lock, and by recovery before the index is shared.
-// Readers take no lock: they read an entry's newest version under its sequence lock, and
-// follow links and chains with acquire loads. Unlinked entries and version records are freed
-// only when no reader can hold them (engine.hpp, reclamation.hpp).
+// Thread safety: the structure (the list's links, the tree, the point table, entries' newest
+// versions, chains) is written only by the combiner, under its lock, and by recovery before
+// the index is shared. Readers take no lock: they read an entry's newest version under its
+// sequence lock, the tree and the table optimistically, and follow links and chains with
+// acquire loads. Unlinked entries, version records and replaced tree nodes are freed only
+// when no reader can hold them (engine.hpp, reclamation.hpp).
 // Invariants:
-//  (1) An entry is linked at level i only if it is linked at level i - 1, or was removed.
-//  (2) An entry's key and height never change; a removed entry keeps its links, so a reader
+//  (1) The list is the truth: every live entry is on it, in key order. The tree and the
+//      point table are accelerators: an entry they lack (they had no DRAM for it) or a stale
+//      answer costs a search steps, never a wrong result.
+//  (2) An entry's key never changes; a removed entry keeps its successor link, so a reader
 //      standing on it walks on to live entries.
 //  (3) A chain is sorted by version, descending, and every version in it is below the
 //      entry's newest. Records are immutable once published, except `older`, which only
@@ -18,9 +22,11 @@
 //  (4) tail_pnode() is the persistent offset of the key's oldest version in the index: the
 //      persistent predecessor of the next key's versions. Written by the combiner only;
 //      writers preparing a node read it as a hint, which the combiner checks again.
-//  (5) A linked entry's prev() is its predecessor at level 0 (the head for the first key).
+//  (5) A linked entry's prev() is its predecessor on the list (the head for the first key).
 //      Written by the combiner only; writers updating a key they found in the point table
 //      take it as their located predecessor, a hint the combiner checks again (engine.hpp).
+//  (6) An entry leaves the tree and the point table before it is unlinked and retired, so
+//      neither names an entry that may have been freed.
 #pragma once
 
 #include <immintrin.h>
@@ -37,14 +43,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "allocators/epoch.hpp"
+#include "flintkv/internal/btree.hpp"
 #include "flintkv/internal/checksum.hpp"
 #include "flintkv/internal/keys.hpp"
 
 namespace flintkv::internal {
-
-inline constexpr int kMaxHeight = 32;  // enough for 2^32 keys at branching factor 2
 
 // One version of a key, as readers take it.
 struct version_ref {
@@ -65,22 +71,20 @@ struct vrec {
   version_ref ref() const { return {version, pnode, value_size, tombstone}; }
 };
 
-// An index entry: an eight-byte header, its successors, its key, then its state. A search
-// reads the header, one successor and the key of each entry it passes: for short keys and
-// low entries these are 32 bytes, so they lie in one cache line wherever the allocator put
-// the entry (blocks are 16-byte aligned, and entries of the common size 96 bytes start at
-// 0 or 32 in a line). The state follows: the newest version (what a Get reads), then the
-// offset of the key's oldest node (which a writer locating its predecessor needs) and the
-// level-0 predecessor; for an entry at the start of a line these share the line the search
-// read.
+// An index entry: a 16-byte header (sequence lock, key size, removed flag, successor), its
+// key, then its state. A search that walks the list reads the header and the key of each
+// entry it passes: for keys up to 48 bytes one cache line when the entry starts one (entries
+// of the common size 96 bytes start at 0 or 32 in a line). The state follows: the newest
+// version (what a Get and a scan read), then the offset of the key's oldest node (which a
+// writer locating its predecessor needs) and the list predecessor.
 struct inode {
   // The newest version's sequence lock: odd while the combiner rewrites it.
   std::atomic<std::uint32_t> seq{0};
   std::uint16_t key_size = 0;
-  std::uint8_t height = 0;
   // Unlinked from the index. Written by the combiner; read by the combiner and by readers
-  // that reached the entry through the point table (which then search the skiplist instead).
+  // that reached the entry through the point table (which then search instead).
   std::atomic<bool> removed{false};
+  std::atomic<inode*> next_{nullptr};  // the successor on the list (nullptr: the last)
 
   struct state {
     std::atomic<std::uint64_t> version{0};
@@ -97,13 +101,12 @@ struct inode {
 
   static constexpr std::uint64_t kTombstoneBit = std::uint64_t{1} << 32;
 
-  std::string_view key() const {
-    return {reinterpret_cast<const char*>(links() + height), key_size};
-  }
-  std::atomic<inode*>& next(int level) { return links()[level]; }
-  inode* load_next(int level) const { return links()[level].load(std::memory_order_acquire); }
+  std::string_view key() const { return {reinterpret_cast<const char*>(this + 1), key_size}; }
+  inode* load_next() const { return next_.load(std::memory_order_acquire); }
   // For prefetching only: the pointer may not be dereferenced.
-  inode* next_relaxed(int level) const { return links()[level].load(std::memory_order_relaxed); }
+  inode* next_relaxed() const { return next_.load(std::memory_order_relaxed); }
+  // REQUIRES: the combiner lock (or the index is not shared yet).
+  void set_next(inode* n) { next_.store(n, std::memory_order_release); }
 
   std::atomic<vrec*>& older() const { return st().older; }
   std::uint64_t tail_pnode() const { return st().tail.load(std::memory_order_relaxed); }
@@ -166,44 +169,35 @@ struct inode {
     seq.store(s + 2, std::memory_order_release);
   }
 
-  static std::size_t state_offset(int height, std::size_t key_size) {
-    const std::size_t end =
-        sizeof(inode) + sizeof(std::atomic<inode*>) * static_cast<std::size_t>(height) + key_size;
+  static std::size_t state_offset(std::size_t key_size) {
+    const std::size_t end = sizeof(inode) + key_size;
     return (end + alignof(state) - 1) / alignof(state) * alignof(state);
   }
-  static std::size_t size_for(int height, std::size_t key_size) {
-    return state_offset(height, key_size) + sizeof(state);
+  static std::size_t size_for(std::size_t key_size) {
+    return state_offset(key_size) + sizeof(state);
   }
-  std::size_t size() const { return size_for(height, key_size); }
+  std::size_t size() const { return size_for(key_size); }
 
-  // Builds an entry in `memory` (size_for(height, key.size()) bytes) whose newest version is
-  // `v`, with no older ones.
-  static inode* make(void* memory, int height, std::string_view key, const version_ref& v) {
+  // Builds an entry in `memory` (size_for(key.size()) bytes) whose newest version is `v`,
+  // with no older ones.
+  static inode* make(void* memory, std::string_view key, const version_ref& v) {
     auto* n = new (memory) inode();
     n->key_size = static_cast<std::uint16_t>(key.size());
-    n->height = static_cast<std::uint8_t>(height);
     new (&n->st()) state();
     n->publish(v, nullptr);
     n->set_tail_pnode(v.pnode);
-    for (int i = 0; i < height; ++i) new (&n->links()[i]) std::atomic<inode*>(nullptr);
-    if (!key.empty()) {
-      std::memcpy(reinterpret_cast<char*>(n->links() + height), key.data(), key.size());
-    }
+    if (!key.empty()) std::memcpy(reinterpret_cast<char*>(n + 1), key.data(), key.size());
     return n;
   }
 
  private:
-  // The entry is followed by `height` successors, then the key bytes, then its state.
-  std::atomic<inode*>* links() const {
-    return reinterpret_cast<std::atomic<inode*>*>(const_cast<inode*>(this) + 1);
-  }
+  // The entry is followed by the key bytes, then its state.
   state& st() const {
     return *reinterpret_cast<state*>(reinterpret_cast<char*>(const_cast<inode*>(this)) +
-                                     state_offset(height, key_size));
+                                     state_offset(key_size));
   }
 };
-static_assert(sizeof(inode) == 8);
-static_assert(sizeof(inode) % alignof(std::atomic<inode*>) == 0);
+static_assert(sizeof(inode) == 16);
 static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
 
 // The hash of a key for the point table: its CRC-32C (checksum.hpp), seeded with its size.
@@ -221,10 +215,10 @@ inline std::uint32_t key_hash(std::string_view key) {
   return i == key.size() ? crc : crc32c(crc, key.data() + i, key.size() - i);
 }
 
-// Point lookups beside the skiplist: an open-addressed hash table (linear probing) from key
-// to index entry, so a Get finds its entry in a probe or two instead of a descent through
-// every level. It is an accelerator, never the truth: a lookup that finds nothing (or finds
-// a removed entry) is answered by the skiplist, so a slot the table could not take, a probe
+// Point lookups beside the list and its tree: an open-addressed hash table (linear probing)
+// from key to index entry, so a Get finds its entry in a probe or two instead of a descent
+// of the tree. It is an accelerator, never the truth: a lookup that finds nothing (or finds
+// a removed entry) is answered by a search, so a slot the table could not take, a probe
 // that raced an erase or a reader still on a replaced table cost time, not correctness.
 //
 // A slot is one word: the top 21 bits of the key's hash, then the entry's address divided
@@ -253,7 +247,7 @@ class point_table {
   static std::uint64_t hash_of(std::string_view key) { return key_hash(key) >> (32 - kHashBits); }
 
   // The entry of `key` if the table holds it and it is not removed, else nullptr (the
-  // caller asks the skiplist). REQUIRES: pinned in the epoch domain given to insert().
+  // caller searches). REQUIRES: pinned in the epoch domain given to insert().
   inode* find(std::string_view key, std::uint64_t hash) const {
     const table* t = table_.load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
@@ -311,7 +305,7 @@ class point_table {
   void build(const inode* first, std::size_t entries) {
     table* t = make(capacity_for(entries));
     if (t == nullptr) return;
-    for (const inode* n = first; n != nullptr; n = n->load_next(0)) {
+    for (const inode* n = first; n != nullptr; n = n->load_next()) {
       if (holdable(n)) place(*t, slot_of(n, hash_of(n->key())));
     }
     destroy(table_.exchange(t, std::memory_order_acq_rel));
@@ -464,35 +458,45 @@ class point_table {
   std::size_t since_collect_ = 0;  // combiner only
 };
 
-class skiplist {
+struct entry_key {
+  std::string_view operator()(const inode* n) const { return n->key(); }
+};
+
+class key_index {
  public:
-  // REQUIRES: head_memory holds inode::size_for(kMaxHeight, 0) bytes; every reader runs
-  // pinned in `epochs` (which frees the point table's replaced tables).
-  skiplist(void* head_memory, std::uint64_t head_pnode, alloc::epoch_domain& epochs)
-      : head_(inode::make(head_memory, kMaxHeight, {}, {0, head_pnode, 0, false})),
-        epochs_(epochs) {}
+  using tree = btree<inode, entry_key, epoch_dram>;
+
+  // REQUIRES: head_memory holds inode::size_for(0) bytes; every reader runs pinned in
+  // `epochs` (which frees the point table's replaced tables and the tree's nodes); the
+  // tree's nodes come from `dram`. Both outlive the index.
+  key_index(void* head_memory, std::uint64_t head_pnode, alloc::node_allocator& dram,
+            alloc::epoch_domain& epochs)
+      : head_(inode::make(head_memory, {}, {0, head_pnode, 0, false})),
+        epochs_(epochs),
+        tree_(epoch_dram{&dram, &epochs}) {}
 
   inode* head() const { return head_; }
 
-  // One above the highest level any entry is linked at (at least 1). Searches start below
-  // it: the levels above hold only the head. It only grows.
-  int height() const { return height_.load(std::memory_order_relaxed); }
-
-  // Neighbours of `key` at every level: preds[i] is the last entry before it, succs[i] the
-  // first at or after it (nullptr: the end). succs[0] is the key's own entry if it has one.
-  void locate(std::string_view key, inode** preds, inode** succs) const {
-    (void)descend(key, preds, succs, nullptr);
+  // The neighbours of `key`: *pred the last entry before it (head() if none), *after the
+  // first at or after it (nullptr: the end), which is the key's own entry if it has one.
+  // REQUIRES: pinned.
+  void locate(std::string_view key, inode** pred, inode** after) const {
+    *pred = search(key, after);
   }
 
-  // For a writer: if the point table holds `key`'s live entry, returns it with only its
-  // neighbours at level 0 (preds[0] = its predecessor, succs[0] = it), all an update of an
-  // existing key needs; else nullptr and locate()'s neighbours. The table's slot is
-  // requested first and read once the search has passed its top levels (in cache for every
-  // search), so that the wait for it overlaps with them. REQUIRES: pinned.
-  inode* locate_for_update(std::string_view key, inode** preds, inode** succs) const {
-    const std::uint64_t hash = point_table::hash_of(key);
-    if (const void* p = points_.home_of(hash); p != nullptr) __builtin_prefetch(p);
-    return descend(key, preds, succs, &hash);
+  // For a writer: if the point table holds `key`'s live entry, returns it with *pred its
+  // predecessor and *after the entry itself (all an update of an existing key needs); else
+  // nullptr and locate()'s neighbours. REQUIRES: pinned.
+  inode* locate_for_update(std::string_view key, inode** pred, inode** after) const {
+    if (inode* e = points_.find(key, point_table::hash_of(key)); e != nullptr) {
+      if (inode* p = e->prev(); p != nullptr) {
+        *pred = p;
+        *after = e;
+        return e;
+      }
+    }
+    locate(key, pred, after);
+    return nullptr;
   }
 
   // The first entry whose key is at or after `key`, or nullptr: for a key the point table
@@ -505,7 +509,7 @@ class skiplist {
   }
 
   // The entry of `key`, or nullptr: from the point table, or where it has none, from a
-  // search. REQUIRES: pinned (constructor).
+  // search. REQUIRES: pinned.
   inode* find(std::string_view key) const {
     if (inode* n = lookup(key); n != nullptr) return n;
     inode* after = nullptr;
@@ -519,15 +523,42 @@ class skiplist {
     return points_.find(key, point_table::hash_of(key));
   }
 
-  // The point table's bytes of DRAM.
+  // Up to n entries that follow `key` on the list, from the tree: a hint for prefetching
+  // (possibly stale; entries it lacks are skipped). REQUIRES: pinned.
+  std::size_t following(std::string_view key, inode** out, std::size_t n) const {
+    return tree_.following(key, out, n);
+  }
+
+  // For a reader at a version that visible_version had when the reader began: the first
+  // entry at or after `key` that the reader may see, or one before it on the list (never
+  // after it), or nullptr for none; and in out[0 .. *got) the entries from it on, from the
+  // tree (a hint for prefetching, as following() gives). One descent of the tree instead of
+  // a point table probe and a descent. While the tree holds every entry (no insert ran out
+  // of DRAM), it holds every entry the reader may see: an entry is in the tree before its
+  // first version is visible, and leaves it only once no reader may see the key (its
+  // newest version a delete at or below every reader's). So its first answer at or after
+  // `key` is at or before the reader's. Otherwise this asks seek(). REQUIRES: pinned.
+  inode* seek_ahead(std::string_view key, inode** out, std::size_t n, std::size_t* got) const {
+    if (tree_complete_.load(std::memory_order_relaxed)) {
+      *got = tree_.at_or_after(key, out, n);
+      return *got == 0 ? nullptr : out[0];
+    }
+    *got = 0;
+    return seek(key);
+  }
+
+  // The point table's and the tree's bytes of DRAM.
   std::size_t point_table_bytes() const { return points_.bytes(); }
+  std::size_t tree_bytes() const { return tree_.bytes(); }
 
   // For tests: the first entry that breaks invariant (5) or is missing from the point
-  // table, described, or "" if none. REQUIRES: no writer; pinned.
+  // table or (unless an insert found no DRAM for it) the tree, described, or "" if none.
+  // REQUIRES: no writer; pinned.
   std::string check() const {
+    const bool complete = tree_complete_.load(std::memory_order_relaxed);
     const inode* pred = head_;
     std::size_t entries = 0;
-    for (const inode* n = head_->load_next(0); n != nullptr; pred = n, n = n->load_next(0)) {
+    for (const inode* n = head_->load_next(); n != nullptr; pred = n, n = n->load_next()) {
       ++entries;
       if (n->prev() != pred) {
         return "entry '" + std::string(n->key()) + "': prev() is not its predecessor";
@@ -535,171 +566,112 @@ class skiplist {
       if (lookup(n->key()) != n) {
         return "entry '" + std::string(n->key()) + "' is not in the point table";
       }
+      if (complete && tree_.find(n->key()) != n) {
+        return "entry '" + std::string(n->key()) + "' is not in the tree";
+      }
     }
     if (points_.size() != entries) {
-      return "the point table holds " + std::to_string(points_.size()) + " entries, level 0 " +
+      return "the point table holds " + std::to_string(points_.size()) + " entries, the list " +
              std::to_string(entries);
     }
-    return "";
+    if (complete && tree_.size() != entries) {
+      return "the tree holds " + std::to_string(tree_.size()) + " entries, the list " +
+             std::to_string(entries);
+    }
+    return tree_.check();
   }
 
-  // The last entry whose key is below `key` (head_ if none).
+  // The last entry whose key is below `key` (head_ if none). REQUIRES: pinned.
   inode* last_below(std::string_view key) const {
     inode* after = nullptr;
     return search(key, &after);
   }
 
-  // The last entry (head_ if empty).
+  // The last entry (head_ if empty). REQUIRES: pinned.
   inode* last() const {
-    inode* pred = head_;
-    for (int level = height() - 1; level >= 0; --level) {
-      for (inode* curr = pred->load_next(level); curr != nullptr; curr = pred->load_next(level)) {
-        pred = curr;
-      }
-    }
-    return pred;
+    inode* n = tree_.last();
+    if (n == nullptr) n = head_;
+    for (inode* next = n->load_next(); next != nullptr; next = n->load_next()) n = next;
+    return n;
   }
 
-  // Links `n` at every level of its height. preds come from locate() and are hints above
-  // level 0: the walk goes on from them (from a fresh locate if one was removed since).
-  // REQUIRES: the combiner lock; preds[0] is n's predecessor and is not removed.
-  void insert(inode* n, inode** preds) {
-    raise_height(n->height);
-    for (int level = 1; level < n->height; ++level) {
-      if (preds[level]->removed.load(std::memory_order_relaxed)) {
-        inode* succs[kMaxHeight];
-        locate(n->key(), preds, succs);
-        break;
-      }
-    }
-    for (int level = 0; level < n->height; ++level) {
-      inode* pred = preds[level];
-      for (inode* c = pred->load_next(level);
-           level > 0 && c != nullptr && compare_keys(c->key(), n->key()) < 0;
-           c = pred->load_next(level)) {
-        pred = c;
-      }
-      n->next(level).store(pred->load_next(level), std::memory_order_relaxed);
-      pred->next(level).store(n, std::memory_order_release);
-    }
-    n->set_prev(preds[0]);
-    if (inode* succ = n->load_next(0); succ != nullptr) succ->set_prev(n);
+  // Links `n` after `pred` on the list and adds it to the tree and the point table (each
+  // only as its DRAM allows: they are accelerators). REQUIRES: the combiner lock; pred is
+  // not removed, and n's key lies between pred's and its successor's.
+  void insert(inode* n, inode* pred) {
+    link_after(n, pred);
+    if (!tree_.insert(n)) tree_complete_.store(false, std::memory_order_relaxed);
     points_.insert(n, epochs_);
   }
 
-  // Unlinks `n` from every level; readers standing on it walk on (invariant (2)). Returns
-  // its predecessor at level 0. REQUIRES: the combiner lock.
+  // Test hook: insert() as it goes when the tree has no DRAM for n.
+  void TEST_insert_without_tree(inode* n, inode* pred) {
+    link_after(n, pred);
+    tree_complete_.store(false, std::memory_order_relaxed);
+    points_.insert(n, epochs_);
+  }
+
+  // Unlinks `n`; readers standing on it walk on (invariant (2)). Returns its predecessor.
+  // REQUIRES: the combiner lock; n is linked.
   inode* remove(inode* n) {
     points_.erase(n, epochs_);
-    inode* preds[kMaxHeight];
-    inode* succs[kMaxHeight];
-    locate(n->key(), preds, succs);
-    for (int level = n->height - 1; level >= 0; --level) {
-      if (preds[level]->load_next(level) == n) {
-        preds[level]->next(level).store(n->load_next(level), std::memory_order_release);
-      }
-    }
-    if (inode* succ = n->load_next(0); succ != nullptr) succ->set_prev(preds[0]);
+    tree_.erase(n);
+    inode* pred = n->prev();
+    inode* succ = n->load_next();
+    pred->set_next(succ);
+    if (succ != nullptr) succ->set_prev(pred);
     n->removed.store(true, std::memory_order_release);
-    return preds[0];
+    return pred;
   }
 
   // Bulk building, for recovery: appends entries in key order. REQUIRES: single thread,
   // entries arrive sorted. Call finish_build() at the end.
   void append(inode* n) {
-    if (build_tail_[0] == nullptr) {
-      for (auto& t : build_tail_) t = head_;
-    }
-    raise_height(n->height);
-    n->set_prev(build_tail_[0]);
-    for (int level = 0; level < n->height; ++level) {
-      build_tail_[level]->next(level).store(n, std::memory_order_relaxed);
-      build_tail_[level] = n;
-    }
-    ++built_;
+    inode* tail = built_.empty() ? head_ : built_.back();
+    n->set_prev(tail);
+    tail->set_next(n);
+    built_.push_back(n);
   }
   void finish_build() {
-    points_.build(head_->load_next(0), built_);
+    if (!tree_.build(built_.data(), built_.size())) tree_complete_ = false;
+    points_.build(head_->load_next(), built_.size());
+    built_.clear();
+    built_.shrink_to_fit();
     std::atomic_thread_fence(std::memory_order_release);
   }
 
  private:
-  // Levels of a search that stay in cache (few entries are linked that high).
-  static constexpr int kCachedLevels = 10;
+  // The last entry below `key` (head_ if none), and in *after the first at or after it
+  // (nullptr: the end): the tree's answer, then along the list past any entry the tree
+  // lacks or that a racing write added (invariant (1)).
+  void link_after(inode* n, inode* pred) {
+    inode* succ = pred->load_next();
+    n->set_next(succ);
+    n->set_prev(pred);
+    pred->set_next(n);
+    if (succ != nullptr) succ->set_prev(n);
+  }
 
-  // A search without neighbours: the last entry below `key` (head_ if none), and in
-  // *after the first at or after it (nullptr: the end).
   inode* search(std::string_view key, inode** after) const {
-    inode* pred = head_;
-    inode* curr = nullptr;
-    for (int level = height() - 1; level >= 0; --level) {
-      curr = next_prefetched(pred, level);
-      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
-        pred = curr;
-        curr = next_prefetched(pred, level);
-      }
+    inode* pred = tree_.last_below(key);
+    if (pred == nullptr) pred = head_;
+    inode* curr = pred->load_next();
+    while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
+      pred = curr;
+      curr = pred->load_next();
     }
     *after = curr;
     return pred;
   }
 
-  // locate(), and with `hash`, locate_for_update().
-  inode* descend(std::string_view key, inode** preds, inode** succs,
-                 const std::uint64_t* hash) const {
-    inode* pred = head_;
-    const int top = height();
-    for (int level = kMaxHeight - 1; level >= top; --level) {
-      preds[level] = head_;
-      succs[level] = nullptr;
-    }
-    const int probe_at = hash != nullptr ? std::max(0, top - 1 - kCachedLevels) : -1;
-    for (int level = top - 1; level >= 0; --level) {
-      if (level == probe_at) {
-        if (inode* e = points_.find(key, *hash); e != nullptr) {
-          if (inode* p = e->prev(); p != nullptr) {
-            preds[0] = p;
-            succs[0] = e;
-            return e;
-          }
-        }
-      }
-      inode* curr = next_prefetched(pred, level);
-      while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
-        pred = curr;
-        curr = next_prefetched(pred, level);
-      }
-      preds[level] = pred;
-      succs[level] = curr;
-    }
-    return nullptr;
-  }
-
-  // pred's successor at `level`. A search compares that successor next (one cache miss), and
-  // if the successor is not before its target it goes down to pred's successor one level
-  // below (another). Both are known now, so the second line is requested while the first is
-  // compared: the two misses overlap instead of following each other.
-  static inode* next_prefetched(const inode* pred, int level) {
-    inode* n = pred->load_next(level);
-    if (level > 0) {
-      if (inode* below = pred->next_relaxed(level - 1); below != nullptr && below != n) {
-        __builtin_prefetch(below);
-      }
-    }
-    return n;
-  }
-
-  void raise_height(int h) {
-    int seen = height_.load(std::memory_order_relaxed);
-    while (seen < h && !height_.compare_exchange_weak(seen, h, std::memory_order_relaxed)) {
-    }
-  }
-
   inode* head_;
   alloc::epoch_domain& epochs_;
+  tree tree_;
+  // The tree holds every entry on the list: no insert found it out of DRAM (seek_ahead).
+  // Written by the combiner (or recovery) only.
+  std::atomic<bool> tree_complete_{true};
   point_table points_;
-  std::atomic<int> height_{1};
-  inode* build_tail_[kMaxHeight] = {};
-  std::size_t built_ = 0;
+  std::vector<inode*> built_;  // recovery only: the entries appended, for the tree's build
 };
 
 }  // namespace flintkv::internal

@@ -24,7 +24,7 @@
 
 namespace flintkv::internal {
 
-// Engine provides: index() -> const skiplist&, pin(), registry() -> snapshot_registry&,
+// Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
 // value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status,
 // prefetch_node(const inode*, const version_ref&).
 template <class Engine>
@@ -46,7 +46,7 @@ class engine_iterator final : public Iterator {
       settle_forward(index().seek(*lower_));
       return;
     }
-    settle_forward(index().head()->load_next(0));
+    settle_forward(index().head()->load_next());
   }
 
   void SeekToLast() override {
@@ -68,7 +68,10 @@ class engine_iterator final : public Iterator {
     auto pinned = engine_->pin();
     status_ = Status::OK();
     if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
-    settle_forward(index().seek(target));
+    inode* n = index().seek_ahead(target, ahead_, kAhead, &ahead_end_);
+    ahead_at_ = 0;
+    request_ahead();
+    settle_forward(n, true);
   }
 
   void SeekForPrev(std::string_view target) override {
@@ -85,7 +88,7 @@ class engine_iterator final : public Iterator {
 
   void Next() override {
     auto pinned = engine_->pin();
-    settle_forward(current_->load_next(0));
+    settle_forward(current_->load_next(), true);
   }
 
   void Prev() override {
@@ -100,15 +103,16 @@ class engine_iterator final : public Iterator {
   Status status() const override { return status_; }
 
  private:
-  const skiplist& index() const { return engine_->index(); }
+  const key_index& index() const { return engine_->index(); }
 
   // From entry n on, moves to the first key live at the iterator's version.
-  void settle_forward(inode* n) {
-    for (; n != nullptr; n = n->load_next(0)) {
+  // `from_tree`: Seek and Next, which prefetch from the tree (prefetch_ahead).
+  void settle_forward(inode* n, bool from_tree = false) {
+    for (; n != nullptr; n = n->load_next()) {
       if (upper_ && compare_keys(n->key(), *upper_) >= 0) break;
       const std::optional<version_ref> v = n->visible_at(version_);
       if (v && !v->tombstone) {
-        land(n, *v);
+        land(n, *v, from_tree);
         return;
       }
     }
@@ -160,7 +164,7 @@ class engine_iterator final : public Iterator {
   }
 
   // Positions the iterator on n's version v, once its node passed verification (if asked).
-  void land(inode* n, const version_ref& v) {
+  void land(inode* n, const version_ref& v, bool from_tree = false) {
     if (verify_) {
       if (Status s = engine_->verify(n, v); !s.ok()) {
         status_ = std::move(s);
@@ -170,30 +174,56 @@ class engine_iterator final : public Iterator {
     }
     current_ = n;
     version_ref_ = v;
-    prefetch_ahead(n);
+    prefetch_ahead(n, from_tree);
   }
 
-  // A scan waits on a miss per entry and per node, one after the other. So that they
-  // overlap, each landing requests what the next two steps read: the entry after next (the
-  // next one's line is in cache by now: the landing before requested it), and the node of
-  // the next entry's newest version (a hint, read as it may be changing; it is the version a
-  // scan at the newest version takes). A taller entry also requests its successors at the
-  // levels above (about 2, 4, 8 ... entries ahead), so that more of the walk's misses are
-  // under way at once: seekrandom 1.04x at 1 and 2 threads.
-  void prefetch_ahead(const inode* n) const {
-    const inode* next = n->next_relaxed(0);
+  // A scan waits on a miss per entry and per node. So that they overlap, Seek and Next take
+  // the entries that follow from the tree, whose leaves hold them side by side (index.hpp,
+  // seek_ahead and following), request all of their lines at once and then their nodes
+  // (request_ahead): the steps after find both in cache. The entries from the tree are a
+  // hint, never followed: the walk still takes each entry's successor link, and where the
+  // hint and the list part (a write, a skipped key) or the hint runs out, the tree is asked
+  // again. Other moves (SeekToFirst, Prev ...) request the next entry, its node and the
+  // entry after it.
+  void prefetch_ahead(const inode* n, bool from_tree) {
+    if (from_tree) {
+      if (ahead_at_ < ahead_end_ && ahead_[ahead_at_] == n) {
+        ++ahead_at_;
+        return;
+      }
+      ahead_end_ = index().following(n->key(), ahead_, kAhead);
+      ahead_at_ = 0;
+      request_ahead();
+      return;
+    }
+    const inode* next = n->next_relaxed();
     if (next == nullptr) return;
     __builtin_prefetch(next);
     __builtin_prefetch(reinterpret_cast<const char*>(next) + 64);
     engine_->prefetch_node(next, next->unlocked_newest());
-    if (const inode* after = next->next_relaxed(0); after != nullptr) {
+    if (const inode* after = next->next_relaxed(); after != nullptr) {
       __builtin_prefetch(after);
       __builtin_prefetch(reinterpret_cast<const char*>(after) + 64);
     }
-    for (int level = 1; level < n->height; ++level) {
-      if (const inode* far = n->next_relaxed(level); far != nullptr) __builtin_prefetch(far);
+  }
+
+  // REQUIRES: pinned since ahead_ was filled (its entries are then safe to read).
+  void request_ahead() const {
+    for (std::size_t i = 0; i < ahead_end_; ++i) {
+      __builtin_prefetch(ahead_[i]);
+      __builtin_prefetch(reinterpret_cast<const char*>(ahead_[i]) + 64);
+    }
+    for (std::size_t i = 0; i < ahead_end_; ++i) {
+      engine_->prefetch_node_start(ahead_[i]->unlocked_newest());
     }
   }
+
+  // Entries that followed current_ when the tree was asked: compared and prefetched, never
+  // dereferenced (they may have been removed and freed since).
+  static constexpr std::size_t kAhead = 12;
+  inode* ahead_[kAhead];
+  std::size_t ahead_at_ = 0;   // ahead_[ahead_at_] is the entry expected next
+  std::size_t ahead_end_ = 0;
 
   const Engine* engine_;
   const std::uint64_t version_;

@@ -176,7 +176,7 @@ class reclaimer {
   // (ascending, read after M settled) and every reader at `m` or above. Takes at most
   // `budget` queue entries, then, if the registry changed since the last look (or `all`),
   // that many parked keys. REQUIRES: the combiner lock.
-  reclaimed pass(skiplist& index, std::uint64_t m, const std::vector<std::uint64_t>& readers,
+  reclaimed pass(key_index& index, std::uint64_t m, const std::vector<std::uint64_t>& readers,
                  std::uint64_t generation, std::size_t budget, bool all = false) {
     reclaimed done;
     last_watermark_.store(readers.empty() ? m : std::min(m, readers.front()),
@@ -282,7 +282,7 @@ class reclaimer {
 
   // Takes one queue (or parked) reference of `entry` and drops its garbage; parks the key
   // again if it keeps versions only for registered readers.
-  void settle(skiplist& index, inode* entry, std::uint64_t m,
+  void settle(key_index& index, inode* entry, std::uint64_t m,
               const std::vector<std::uint64_t>& readers, reclaimed* done) {
     --entry->queued();
     if (drop_garbage(index, entry, m, readers, done)) {
@@ -307,7 +307,7 @@ class reclaimer {
   // reads it) and no registered reader lies in [v, n). The newest version is never garbage;
   // the key goes entirely when it is a delete at or below m with nothing older kept.
   // Returns true if a version is kept for registered readers only (the key is parked).
-  bool drop_garbage(skiplist& index, inode* entry, std::uint64_t m,
+  bool drop_garbage(key_index& index, inode* entry, std::uint64_t m,
                     const std::vector<std::uint64_t>& readers, reclaimed* done) {
     const version_ref newest = entry->unlocked_newest();
     const std::size_t key_size = entry->key_size;

@@ -152,6 +152,8 @@ class storage {
   void dram_free(void* p, std::size_t bytes) { dram_.deallocate(p, bytes); }
   // Frees DRAM that readers may still hold once none can (epoch.hpp).
   void retire_dram(void* p, std::size_t bytes) { epochs_.retire(dram_, p, bytes); }
+  // The DRAM allocator itself, for structures that retire what they free (the index's tree).
+  alloc::node_allocator& dram() { return dram_; }
   // The readers' epochs: every reader of the index runs pinned.
   alloc::epoch_domain& epochs() { return epochs_; }
 

@@ -87,7 +87,7 @@ inline bool newer(const inode* n, txn_validation& v, txn_validation::kind kind,
 // a scanned range has a version above v.snapshot; else records the first conflict in v.
 // REQUIRES: the combiner lock; pinned in the index's epoch domain.
 template <class Updates>
-bool validate(const skiplist& index, txn_validation& v, const Updates& writes) noexcept {
+bool validate(const key_index& index, txn_validation& v, const Updates& writes) noexcept {
   using kind = txn_validation::kind;
   for (std::size_t i = 0; i < v.reads.size(); ++i) {
     if (txn_detail::newer(index.find(v.reads[i]), v, kind::read, i)) return false;
@@ -98,8 +98,8 @@ bool validate(const skiplist& index, txn_validation& v, const Updates& writes) n
   }
   for (i = 0; i < v.ranges.size(); ++i) {
     const key_range& r = v.ranges[i];
-    const inode* n = r.lo ? index.seek(*r.lo) : index.head()->load_next(0);
-    for (; n != nullptr && (!r.hi || compare_keys(n->key(), *r.hi) < 0); n = n->load_next(0)) {
+    const inode* n = r.lo ? index.seek(*r.lo) : index.head()->load_next();
+    for (; n != nullptr && (!r.hi || compare_keys(n->key(), *r.hi) < 0); n = n->load_next()) {
       if (txn_detail::newer(n, v, kind::range, i)) return false;
     }
   }
