@@ -315,6 +315,43 @@ TEST(BtreeTest, ATreeOfManyDecimalKeysGrowsAndShrinksBackToNothing) {
 
 // Keys longer than the inline prefix, all alike in their first hundred bytes: every
 // comparison reads whole keys, and every separator is a copy.
+// insert(e, where): a place last_below() gave puts the key there while its leaf is
+// unchanged; once the leaf changed (another insert, a split), the insert descends instead.
+// Either way the tree answers as a model of every key inserted.
+TEST(BtreeTest, InsertAtAPlaceFromLastBelowFallsBackOnceTheLeafChanged) {
+  test_tree<> t;
+  auto pinned = t.epochs().pin();
+  std::mt19937_64 rng(21);
+  std::set<std::string> model;
+  std::size_t at_place = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string k = decimal_key(rng() % 1000000);
+    if (model.count(k) != 0) continue;
+    tree::place where;
+    (void)t->last_below(k, &where);
+    // Every third key, another key lands first: the place is stale when it is used.
+    const std::string other = decimal_key(rng() % 1000000);
+    if (i % 3 == 0 && model.count(other) == 0 && other != k) {
+      ASSERT_NE(t.insert(other), nullptr);
+      model.insert(other);
+    } else {
+      ++at_place;
+    }
+    test_entry* e = t.make(k);
+    ASSERT_TRUE(t->insert(e, where));
+    model.insert(k);
+    if (i % 2000 == 0) ASSERT_EQ(t->check(), "") << "after " << i;
+  }
+  ASSERT_EQ(t->check(), "");
+  ASSERT_EQ(t->size(), model.size());
+  for (const std::string& k : model) {
+    const test_entry* e = t->find(k);
+    ASSERT_NE(e, nullptr) << k;
+    EXPECT_EQ(e->key, k);
+  }
+  EXPECT_GT(at_place, 10000u);
+}
+
 TEST(BtreeTest, LongKeysWithLongCommonPrefixesNeedSeparatorCopies) {
   test_tree<> t;
   auto pinned = t.epochs().pin();

@@ -150,9 +150,22 @@ class btree {
   }
 
   // The greatest entry whose key is below `key`, or nullptr.
-  Entry* last_below(std::string_view key) const {
-    return answer(key, [](const leaf* l, std::uint64_t v, std::size_t, std::size_t pos,
-                          const probe&, Entry** e) {
+  Entry* last_below(std::string_view key) const { return last_below(key, nullptr); }
+
+  // Where a reader found that a key goes: its leaf, the leaf's version then, and the slot.
+  // While the leaf keeps that version it is in the tree and unchanged, so the key still
+  // goes there (invariant (4)). Valid as long as the reader that took it stays pinned.
+  struct place {
+    const void* leaf = nullptr;
+    std::uint64_t version = 0;
+    std::size_t pos = 0;
+  };
+
+  // last_below(key), and in *where (if not nullptr) where `key` goes, for insert(e, where).
+  Entry* last_below(std::string_view key, place* where) const {
+    return answer(key, [where](const leaf* l, std::uint64_t v, std::size_t, std::size_t pos,
+                               const probe&, Entry** e) {
+      if (where != nullptr) *where = place{l, v, pos};
       return pos > 0 ? at(l, v, pos - 1, e) : beside(l, v, side::prev, e);
     });
   }
@@ -210,16 +223,28 @@ class btree {
     leaf* l = descend_writer(p, path, &depth, &pos);
     const std::size_t n = count_of(l);
     if (n < kLeafSlots) {
-      lock(l);
-      for (std::size_t i = n; i > pos; --i) store(l->slots[i], load(l->slots[i - 1]));
-      store(l->slots[pos], flat_slot{p.pre, p.size, e});
-      l->count.store(static_cast<std::uint32_t>(n + 1), std::memory_order_relaxed);
-      unlock(l);
+      put(l, n, pos, flat_slot{p.pre, p.size, e});
     } else if (!split_insert(path, depth, l, pos, flat_slot{p.pre, p.size, e})) {
       return false;
     }
     size_.store(size() + 1, std::memory_order_relaxed);
     return true;
+  }
+
+  // insert(e), without a descent where `where` (from last_below of e's key, by a reader
+  // still pinned) still holds: its leaf unchanged since and not full. REQUIRES: as insert.
+  [[nodiscard]] bool insert(Entry* e, const place& where) {
+    if (where.leaf != nullptr) {
+      leaf* l = static_cast<leaf*>(const_cast<void*>(where.leaf));
+      const std::size_t n = count_of(l);
+      if (version_of(l) == where.version && n < kLeafSlots) {
+        const probe p = btree_layout::probe_of(KeyOf{}(e));
+        put(l, n, where.pos, flat_slot{p.pre, p.size, e});
+        size_.store(size() + 1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    return insert(e);
   }
 
   // Removes `e`. An emptied leaf is unlinked and retired, and so is every inner node that
@@ -537,6 +562,15 @@ class btree {
 
   // The descent of insert and erase: the leaf whose range holds the probe, the path of
   // inner nodes taken, and in *pos the first slot at or above the probe.
+  // Puts slot f at pos of leaf l, which holds n < kLeafSlots slots.
+  void put(leaf* l, std::size_t n, std::size_t pos, const flat_slot& f) {
+    lock(l);
+    for (std::size_t i = n; i > pos; --i) store(l->slots[i], load(l->slots[i - 1]));
+    store(l->slots[pos], f);
+    l->count.store(static_cast<std::uint32_t>(n + 1), std::memory_order_relaxed);
+    unlock(l);
+  }
+
   leaf* descend_writer(const probe& p, path_step* path, int* depth, std::size_t* pos) const {
     node* n = root_.load(std::memory_order_relaxed);
     while (n->level != 0) {

@@ -392,6 +392,7 @@ class engine final : public DB, private transaction_host {
     bool out_of_pool = false;    // prepare found the pool full
     inode* pred = nullptr;       // located: the last entry before the key
     inode* after = nullptr;      // located: the first entry at or after the key
+    key_index::tree_place where;  // located: where a new key goes in the tree
   };
 
   struct request {
@@ -631,7 +632,7 @@ class engine final : public DB, private transaction_host {
   // The located neighbours of u.key: for a key in the point table, its entry and the
   // entry's predecessor (all an update of an existing key needs: link()); else a search.
   void locate(update& u) const {
-    if (inode* e = index_->locate_for_update(u.key, &u.pred, &u.after); e != nullptr) {
+    if (inode* e = index_->locate_for_update(u.key, &u.pred, &u.after, &u.where); e != nullptr) {
       u.entry = e;
       return;
     }
@@ -888,7 +889,7 @@ class engine final : public DB, private transaction_host {
       u.fresh = nullptr;
       entry->publish(v, nullptr);
       entry->set_tail_pnode(u.offset.value);
-      index_->insert(entry, u.pred);
+      index_->insert(entry, u.pred, u.where);
       keys_.fetch_add(1, std::memory_order_relaxed);
       if (u.tombstone) reclaimer_.note(entry, version);
     }

@@ -465,6 +465,9 @@ struct entry_key {
 class key_index {
  public:
   using tree = btree<inode, entry_key, epoch_dram>;
+  // Where a located new key goes in the tree (insert() puts it there without a descent
+  // while that leaf is unchanged).
+  using tree_place = tree::place;
 
   // REQUIRES: head_memory holds inode::size_for(0) bytes; every reader runs pinned in
   // `epochs` (which frees the point table's replaced tables and the tree's nodes); the
@@ -480,14 +483,16 @@ class key_index {
   // The neighbours of `key`: *pred the last entry before it (head() if none), *after the
   // first at or after it (nullptr: the end), which is the key's own entry if it has one.
   // REQUIRES: pinned.
-  void locate(std::string_view key, inode** pred, inode** after) const {
-    *pred = search(key, after);
+  void locate(std::string_view key, inode** pred, inode** after,
+              tree_place* where = nullptr) const {
+    *pred = search(key, after, where);
   }
 
   // For a writer: if the point table holds `key`'s live entry, returns it with *pred its
   // predecessor and *after the entry itself (all an update of an existing key needs); else
   // nullptr and locate()'s neighbours. REQUIRES: pinned.
-  inode* locate_for_update(std::string_view key, inode** pred, inode** after) const {
+  inode* locate_for_update(std::string_view key, inode** pred, inode** after,
+                           tree_place* where) const {
     if (inode* e = points_.find(key, point_table::hash_of(key)); e != nullptr) {
       if (inode* p = e->prev(); p != nullptr) {
         *pred = p;
@@ -495,7 +500,7 @@ class key_index {
         return e;
       }
     }
-    locate(key, pred, after);
+    locate(key, pred, after, where);
     return nullptr;
   }
 
@@ -595,12 +600,13 @@ class key_index {
     return n;
   }
 
-  // Links `n` after `pred` on the list and adds it to the tree and the point table (each
-  // only as its DRAM allows: they are accelerators). REQUIRES: the combiner lock; pred is
-  // not removed, and n's key lies between pred's and its successor's.
-  void insert(inode* n, inode* pred) {
+  // Links `n` after `pred` on the list and adds it to the tree (at `where`, from locate(),
+  // while that still holds) and the point table (each only as its DRAM allows: they are
+  // accelerators). REQUIRES: the combiner lock; pred is not removed, and n's key lies
+  // between pred's and its successor's; the writer that located `where` is still pinned.
+  void insert(inode* n, inode* pred, const tree_place& where = {}) {
     link_after(n, pred);
-    if (!tree_.insert(n)) tree_complete_.store(false, std::memory_order_relaxed);
+    if (!tree_.insert(n, where)) tree_complete_.store(false, std::memory_order_relaxed);
     points_.insert(n, epochs_);
   }
 
@@ -652,8 +658,8 @@ class key_index {
     if (succ != nullptr) succ->set_prev(n);
   }
 
-  inode* search(std::string_view key, inode** after) const {
-    inode* pred = tree_.last_below(key);
+  inode* search(std::string_view key, inode** after, tree_place* where = nullptr) const {
+    inode* pred = tree_.last_below(key, where);
     if (pred == nullptr) pred = head_;
     inode* curr = pred->load_next();
     while (curr != nullptr && compare_keys(curr->key(), key) < 0) {
