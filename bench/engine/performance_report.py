@@ -165,8 +165,9 @@ def main():
     w("## Space")
     w("")
     w("After each benchmark of the random runs (persistent build): pool bytes in use per live "
-      "key, the DRAM the engine holds per live key (index entries, version records, point "
-      "table), and the process's resident memory (the pool's pages in /dev/shm count in it).")
+      "key, the DRAM the engine holds per live key (index entries, version records, the tree, "
+      "point table), and the process's resident memory (the pool's pages in /dev/shm count in "
+      "it).")
     w("")
     w("| after | threads | live keys | pool B/key | DRAM B/key | resident MiB |")
     w("|---|---:|---:|---:|---:|---:|")
@@ -183,9 +184,9 @@ def main():
     w("## Recovery")
     w("")
     w("`recover` closes the store, times `DB::Open` (the walk of the persistent list, the "
-      "index rebuilt bottom-up, the allocator's free space), then times inserting as many keys "
-      "as it found versions, in random order, into a fresh pool. After fillseq every version "
-      "is a distinct key.")
+      "index rebuilt: the list appended, the tree bulk-built, the allocator's free space), then "
+      "times inserting as many keys as it found versions, in random order, into a fresh pool. "
+      "After fillseq every version is a distinct key.")
     w("")
     w("| after | threads | versions | live keys | reopen s | of which recovery s | insert s | reopen / insert |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|")
