@@ -982,16 +982,17 @@ class engine final : public DB, private transaction_host {
     return {at(node_offset{v.pnode})->body() + n->key_size, v.value_size};
   }
 
-  // Requests the cache lines of version v's node of entry n (an iterator reads its size
-  // word, key and value ahead of time). Any v will do, a stale one too: a prefetch reads
-  // nothing and cannot fault.
-  // The first two lines of version v's node (a node of up to 128 bytes, in its block of 128:
-  // all of it), with no read of the entry beyond v.
+  // Requests the first two lines of version v's node (a node of up to 128 bytes, in its
+  // block of 128: all of it), reading nothing of the entry beyond v: the iterator's
+  // read-ahead issues a dozen at once, and a lighter request keeps more of them in flight.
+  // Any v will do, a stale one too: a prefetch reads nothing and cannot fault.
   void prefetch_node_start(const version_ref& v) const {
     const char* p = reinterpret_cast<const char*>(storage_->pointer(node_offset{v.pnode}));
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
   }
+  // Requests the cache lines of version v's node of entry n (an iterator reads its size
+  // word, key and value ahead of time), as prefetch_node_start does.
   void prefetch_node(const inode* n, const version_ref& v) const {
     const char* p = reinterpret_cast<const char*>(storage_->pointer(node_offset{v.pnode}));
     const std::size_t bytes = std::min<std::size_t>(node::size_for(n->key_size, v.value_size),

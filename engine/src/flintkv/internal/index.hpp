@@ -639,7 +639,9 @@ class key_index {
     built_.push_back(n);
   }
   void finish_build() {
-    if (!tree_.build(built_.data(), built_.size())) tree_complete_ = false;
+    if (!tree_.build(built_.data(), built_.size())) {
+      tree_complete_.store(false, std::memory_order_relaxed);
+    }
     points_.build(head_->load_next(), built_.size());
     built_.clear();
     built_.shrink_to_fit();
@@ -647,9 +649,7 @@ class key_index {
   }
 
  private:
-  // The last entry below `key` (head_ if none), and in *after the first at or after it
-  // (nullptr: the end): the tree's answer, then along the list past any entry the tree
-  // lacks or that a racing write added (invariant (1)).
+  // Links n after pred on the list (both directions). REQUIRES: the combiner lock.
   void link_after(inode* n, inode* pred) {
     inode* succ = pred->load_next();
     n->set_next(succ);
@@ -658,6 +658,9 @@ class key_index {
     if (succ != nullptr) succ->set_prev(n);
   }
 
+  // The last entry below `key` (head_ if none), and in *after the first at or after it
+  // (nullptr: the end): the tree's answer, then along the list past any entry the tree
+  // lacks or that a racing write added (invariant (1)). *where: see locate().
   inode* search(std::string_view key, inode** after, tree_place* where = nullptr) const {
     inode* pred = tree_.last_below(key, where);
     if (pred == nullptr) pred = head_;
