@@ -313,6 +313,40 @@ TEST(BtreeTest, ATreeOfManyDecimalKeysGrowsAndShrinksBackToNothing) {
   EXPECT_EQ(t->bytes(), 0u);
 }
 
+// Ascending inserts (a sequential load) split by appending: every node but the last on
+// each level stays full. 31 x 24 x 24 keys fill 576 leaves under 24 full inner nodes and a
+// root, three levels; splits into halves would leave the leaves about half full, twice the
+// bytes and a level more.
+TEST(BtreeTest, AscendingInsertsLeaveFullNodes) {
+  using flintkv::internal::btree_layout::inner;
+  using leaf = flintkv::internal::btree_layout::leaf<test_entry>;
+  test_tree<> t;
+  auto pinned = t.epochs().pin();
+  constexpr std::size_t kLeaves = tree::kInnerSlots * tree::kInnerSlots;
+  constexpr std::size_t kKeys = tree::kLeafSlots * kLeaves;
+  model m;
+  for (std::size_t i = 0; i < kKeys; ++i) {
+    const std::string k = decimal_key(i * 3);
+    m.emplace(k, t.insert(k));
+  }
+  ASSERT_EQ(t->check(), "");
+  EXPECT_EQ(t->height(), 3);
+  EXPECT_EQ(t->bytes(), kLeaves * sizeof(leaf) + (tree::kInnerSlots + 1) * sizeof(inner));
+  std::mt19937_64 rng(23);
+  std::vector<std::string> universe;
+  for (std::size_t i = 0; i <= kKeys * 3; i += 2) universe.push_back(decimal_key(i));
+  ASSERT_EQ(compare_some_queries(*t, m, universe, rng, 3000), "");
+  // Inserts between the packed keys split full leaves into halves as before.
+  for (std::size_t i = 0; i < kKeys; i += 7) {
+    const std::string k = decimal_key(i * 3 + 1);
+    m.emplace(k, t.insert(k));
+  }
+  ASSERT_EQ(t->check(), "");
+  ASSERT_EQ(compare_some_queries(*t, m, universe, rng, 3000), "");
+  for (auto& [k, e] : m) t.erase(e);
+  EXPECT_EQ(t->bytes(), 0u);
+}
+
 // Keys longer than the inline prefix, all alike in their first hundred bytes: every
 // comparison reads whole keys, and every separator is a copy.
 // insert(e, where): a place last_below() gave puts the key there while its leaf is

@@ -116,8 +116,10 @@ class btree {
   static constexpr std::size_t kBuildLeafFill = 28;
   static constexpr std::size_t kBuildInnerFill = 22;
   static constexpr std::size_t kBuildPrefetch = 16;  // entries build() reads ahead
-  // A new level takes at least 12 times the inserts of the one below (a node splits after it
-  // gained 12 children), so a tree of 24 levels is out of reach of any count of inserts.
+  // A node splits only when full, and each of its halves, or the one-child node an append
+  // split starts, must gain at least 11 children before it splits again: a level splits at
+  // most about 1/8 as often as the one below, so 24 levels are out of reach of any count of
+  // inserts.
   static constexpr int kMaxDepth = 24;
 
   explicit btree(Memory memory) : memory_(std::move(memory)) {}
@@ -692,7 +694,10 @@ class btree {
 
   // Inserts `add` into the full leaf l at pos: l splits in two, and its parent takes the
   // new leaf, splitting in turn while full, up to a new root. Every node is allocated
-  // first, so that running out of memory leaves the tree as it was.
+  // first, so that running out of memory leaves the tree as it was. A key after every key
+  // in the tree (an ascending load) is an append split: the full nodes stay full and the
+  // new ones start with the key alone, so ascending inserts leave the tree packed instead
+  // of half empty.
   bool split_insert(path_step* path, int depth, leaf* l, std::size_t pos, const flat_slot& add) {
     int splits = 0;  // inner nodes on the path that split too (the lowest ones)
     while (splits < depth && count_of(path[depth - 1 - splits].node) == kInnerSlots) ++splits;
@@ -702,13 +707,14 @@ class btree {
     for (std::size_t i = 0, j = 0; i <= kLeafSlots; ++i) {
       all[i] = i == pos ? add : load(l->slots[j++]);
     }
-    constexpr std::size_t kLeft = (kLeafSlots + 1) / 2;
+    const bool append = pos == kLeafSlots && l->next.load(std::memory_order_relaxed) == nullptr;
+    const std::size_t left = append ? kLeafSlots : (kLeafSlots + 1) / 2;
 
     leaf* right = new_leaf();
     inner* siblings[kMaxDepth] = {};
     inner* root = nullptr;
     flat_child carry;
-    const std::string_view sep = separator(KeyOf{}(all[kLeft - 1].ptr), KeyOf{}(all[kLeft].ptr));
+    const std::string_view sep = separator(KeyOf{}(all[left - 1].ptr), KeyOf{}(all[left].ptr));
     bool ok = right != nullptr && separator_slot(sep, &carry);
     for (int s = 0; ok && s < splits; ++s) {
       ok = (siblings[s] = new_inner(path[depth - 1 - s].node->level)) != nullptr;
@@ -727,8 +733,8 @@ class btree {
     }
 
     // The new leaf, not yet reachable.
-    for (std::size_t i = kLeft; i <= kLeafSlots; ++i) store(right->slots[i - kLeft], all[i]);
-    right->count.store(kLeafSlots + 1 - kLeft, std::memory_order_relaxed);
+    for (std::size_t i = left; i <= kLeafSlots; ++i) store(right->slots[i - left], all[i]);
+    right->count.store(kLeafSlots + 1 - left, std::memory_order_relaxed);
     leaf* next = l->next.load(std::memory_order_relaxed);
     right->prev.store(l, std::memory_order_relaxed);
     right->next.store(next, std::memory_order_relaxed);
@@ -739,8 +745,8 @@ class btree {
     if (next != nullptr) lock(next);
     for (int d = depth - 1; d >= depth - changed; --d) lock(path[d].node);
 
-    for (std::size_t i = 0; i < kLeft; ++i) store(l->slots[i], all[i]);
-    l->count.store(kLeft, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < left; ++i) store(l->slots[i], all[i]);
+    l->count.store(left, std::memory_order_relaxed);
     l->next.store(right, std::memory_order_relaxed);
     if (next != nullptr) next->prev.store(right, std::memory_order_relaxed);
     Protocol::TEST_mid_split();
@@ -749,7 +755,7 @@ class btree {
     for (int s = 0; s <= splits && s < depth; ++s) {
       const path_step& step = path[depth - 1 - s];
       if (s < splits) {
-        carry = split_inner(step.node, step.child + 1, carry, siblings[s]);
+        carry = split_inner(step.node, step.child + 1, carry, siblings[s], append);
       } else {
         insert_child(step.node, step.child + 1, carry);
       }
@@ -779,20 +785,22 @@ class btree {
 
   // Puts `add` at slot i of the full node in, which keeps the lower half; `right` (new,
   // unreachable) takes the upper. Returns the separator between them, with `right`, for
-  // the parent: its copy passes to the parent with it.
-  flat_child split_inner(inner* in, std::size_t i, const flat_child& add, inner* right) {
+  // the parent: its copy passes to the parent with it. In an append split (`add` goes
+  // last), in keeps every child it had and `right` starts with `add` alone.
+  flat_child split_inner(inner* in, std::size_t i, const flat_child& add, inner* right,
+                         bool append) {
     flat_child all[kInnerSlots + 1];
     for (std::size_t j = 0, k = 0; j <= kInnerSlots; ++j) {
       all[j] = j == i ? add : load_child(in, k++);
     }
-    constexpr std::size_t kLeft = (kInnerSlots + 1) / 2;
-    flat_child up = all[kLeft];
-    all[kLeft] = {};
-    all[kLeft].ptr = up.ptr;
-    for (std::size_t j = kLeft; j <= kInnerSlots; ++j) store_child(right, j - kLeft, all[j]);
-    right->count.store(kInnerSlots + 1 - kLeft, std::memory_order_relaxed);
-    for (std::size_t j = 0; j < kLeft; ++j) store_child(in, j, all[j]);
-    in->count.store(kLeft, std::memory_order_relaxed);
+    const std::size_t left = append && i == kInnerSlots ? kInnerSlots : (kInnerSlots + 1) / 2;
+    flat_child up = all[left];
+    all[left] = {};
+    all[left].ptr = up.ptr;
+    for (std::size_t j = left; j <= kInnerSlots; ++j) store_child(right, j - left, all[j]);
+    right->count.store(kInnerSlots + 1 - left, std::memory_order_relaxed);
+    for (std::size_t j = 0; j < left; ++j) store_child(in, j, all[j]);
+    in->count.store(left, std::memory_order_relaxed);
     up.ptr = right;
     return up;
   }
