@@ -5,6 +5,7 @@
 //    the point table and the tree) holds through growth and through tables full of erased
 //    slots. check() catches a broken back link and an entry missing from the table; a
 //    search walks on past an entry the tree lacks.
+//  - IndexTest.AnEntryGivesBackTheNewestVersionItWasGiven: the packed newest version.
 //  - IndexTest.ThePointTableShrinksWhenMostEntriesAreRemoved: its DRAM comes back.
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
@@ -85,6 +86,48 @@ std::string key_of(std::uint64_t i) {
   char buf[24];
   std::snprintf(buf, sizeof buf, "key%016llu", static_cast<unsigned long long>(i));
   return buf;
+}
+
+// An entry packs its newest version into two words (the value size split around the
+// version and the node offset): what publish() is given, newest() and visible_at() give
+// back, at the largest version, offset and value size too, tombstone or not.
+TEST(IndexTest, AnEntryGivesBackTheNewestVersionItWasGiven) {
+  using flintkv::internal::version_ref;
+  constexpr std::uint64_t kTop = flintkv::internal::kPayloadMask;
+  const std::string key = "0123456789abcdef";
+  alignas(16) unsigned char memory[inode::size_for(16)];
+  static_assert(sizeof memory == 80);
+  const version_ref first{7, 4096, 64, false};
+  inode* e = inode::make(memory, key, first);
+  EXPECT_EQ(e->key(), key);
+  EXPECT_EQ(e->tail_pnode(), 4096u);
+  std::mt19937_64 rng(12);
+  std::vector<version_ref> cases = {{1, 64, 0, true},
+                                    {kTop, kTop, flintkv::kMaxValueSize, false},
+                                    {kTop, kTop, flintkv::kMaxValueSize, true},
+                                    {kTop - 1, 128, 0xffff, false},
+                                    {5, kTop - 63, 0x10000, true}};
+  for (int i = 0; i < 1000; ++i) {
+    cases.push_back({rng() & kTop, rng() & kTop,
+                     static_cast<std::uint32_t>(rng() % (flintkv::kMaxValueSize + 1)),
+                     (rng() & 1) != 0});
+  }
+  flintkv::internal::vrec not_a_chain{};
+  for (const version_ref& v : cases) {
+    e->publish(v, nullptr);
+    flintkv::internal::vrec* chain = &not_a_chain;
+    const version_ref got = e->newest(&chain);
+    EXPECT_EQ(got.version, v.version);
+    EXPECT_EQ(got.pnode, v.pnode);
+    EXPECT_EQ(got.value_size, v.value_size) << v.version << " " << v.pnode;
+    EXPECT_EQ(got.tombstone, v.tombstone);
+    EXPECT_EQ(chain, nullptr);
+    const auto seen = e->visible_at(v.version);
+    ASSERT_TRUE(seen.has_value());
+    EXPECT_EQ(seen->value_size, v.value_size);
+  }
+  EXPECT_EQ(e->key(), key) << "the state does not overlap the key";
+  EXPECT_EQ(e->tail_pnode(), 4096u);
 }
 
 // key_hash takes whole words through the inline instruction and the rest through the bulk

@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -49,6 +50,8 @@
 #include "flintkv/internal/btree.hpp"
 #include "flintkv/internal/checksum.hpp"
 #include "flintkv/internal/keys.hpp"
+#include "flintkv/internal/layout.hpp"
+#include "flintkv/options.hpp"
 
 namespace flintkv::internal {
 
@@ -73,10 +76,10 @@ struct vrec {
 
 // An index entry: a 16-byte header (sequence lock, key size, removed flag, successor), its
 // key, then its state. A search that walks the list reads the header and the key of each
-// entry it passes: for keys up to 48 bytes one cache line when the entry starts one (entries
-// of the common size 96 bytes start at 0 or 32 in a line). The state follows: the newest
-// version (what a Get and a scan read), then the offset of the key's oldest node (which a
-// writer locating its predecessor needs) and the list predecessor.
+// entry it passes: for keys up to 48 bytes one cache line when the entry starts one. The
+// state follows: the newest version (what a Get and a scan read) packed in two words, then
+// the offset of the key's oldest node (which a writer locating its predecessor needs) and
+// the list predecessor. An entry for a 16-byte key is 80 bytes.
 struct inode {
   // The newest version's sequence lock: odd while the combiner rewrites it.
   std::atomic<std::uint32_t> seq{0};
@@ -86,10 +89,12 @@ struct inode {
   std::atomic<bool> removed{false};
   std::atomic<inode*> next_{nullptr};  // the successor on the list (nullptr: the last)
 
+  // The newest version in two words: versions and node offsets are persistent words'
+  // payloads (below 2^48, layout.hpp), so the bits above them hold the value size (below
+  // 2^21: its low 16 bits with the version, the rest with the offset) and the delete flag.
   struct state {
-    std::atomic<std::uint64_t> version{0};
-    std::atomic<std::uint64_t> pnode{0};
-    std::atomic<std::uint64_t> meta{0};  // value size, and kTombstoneBit
+    std::atomic<std::uint64_t> version_word{0};  // version | value size's low bits << 48
+    std::atomic<std::uint64_t> node_word{0};     // pnode | value size's high bits | kDeletedBit
     // Invariant (4): written by the combiner only; read by writers that prepare a node to
     // follow it (a hint, checked again under the lock).
     std::atomic<std::uint64_t> tail{0};
@@ -99,7 +104,26 @@ struct inode {
     std::uint32_t queued = 0;            // combiner only: reclamation references to the entry
   };
 
-  static constexpr std::uint64_t kTombstoneBit = std::uint64_t{1} << 32;
+  static constexpr unsigned kHigh = kCheckShift;  // where the value size's bits start
+  static constexpr std::uint64_t kLow = kPayloadMask;
+  static constexpr std::uint64_t kDeletedBit = std::uint64_t{1} << 63;
+  static_assert(kMaxValueSize < std::uint64_t{1} << (2 * (64 - kHigh) - 1),
+                "the value size fits the bits above two payloads, less the delete flag");
+
+  struct packed {
+    std::uint64_t version_word, node_word;
+  };
+  static packed pack(const version_ref& v) {
+    assert(v.version <= kLow && v.pnode <= kLow && v.value_size <= kMaxValueSize);
+    const std::uint64_t size = v.value_size;
+    return {v.version | (size & 0xffff) << kHigh,
+            v.pnode | (size >> 16) << kHigh | (v.tombstone ? kDeletedBit : 0)};
+  }
+  static version_ref unpack(std::uint64_t version_word, std::uint64_t node_word) {
+    const std::uint64_t size = version_word >> kHigh | ((node_word & ~kDeletedBit) >> kHigh) << 16;
+    return {version_word & kLow, node_word & kLow, static_cast<std::uint32_t>(size),
+            (node_word & kDeletedBit) != 0};
+  }
 
   std::string_view key() const { return {reinterpret_cast<const char*>(this + 1), key_size}; }
   inode* load_next() const { return next_.load(std::memory_order_acquire); }
@@ -150,9 +174,8 @@ struct inode {
   // anyone else only as a hint that may be mid-rewrite (the iterator's prefetching).
   version_ref unlocked_newest() const {
     const state& t = st();
-    const std::uint64_t m = t.meta.load(std::memory_order_relaxed);
-    return {t.version.load(std::memory_order_relaxed), t.pnode.load(std::memory_order_relaxed),
-            static_cast<std::uint32_t>(m), (m & kTombstoneBit) != 0};
+    return unpack(t.version_word.load(std::memory_order_relaxed),
+                  t.node_word.load(std::memory_order_relaxed));
   }
 
   // Makes `v` the newest version with `chain` below it. REQUIRES: the combiner lock (or the
@@ -162,18 +185,18 @@ struct inode {
     const std::uint32_t s = seq.load(std::memory_order_relaxed);
     seq.store(s + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
-    t.version.store(v.version, std::memory_order_relaxed);
-    t.pnode.store(v.pnode, std::memory_order_relaxed);
-    t.meta.store(v.value_size | (v.tombstone ? kTombstoneBit : 0), std::memory_order_relaxed);
+    const packed w = pack(v);
+    t.version_word.store(w.version_word, std::memory_order_relaxed);
+    t.node_word.store(w.node_word, std::memory_order_relaxed);
     t.older.store(chain, std::memory_order_relaxed);
     seq.store(s + 2, std::memory_order_release);
   }
 
-  static std::size_t state_offset(std::size_t key_size) {
+  static constexpr std::size_t state_offset(std::size_t key_size) {
     const std::size_t end = sizeof(inode) + key_size;
     return (end + alignof(state) - 1) / alignof(state) * alignof(state);
   }
-  static std::size_t size_for(std::size_t key_size) {
+  static constexpr std::size_t size_for(std::size_t key_size) {
     return state_offset(key_size) + sizeof(state);
   }
   std::size_t size() const { return size_for(key_size); }
@@ -198,6 +221,7 @@ struct inode {
   }
 };
 static_assert(sizeof(inode) == 16);
+static_assert(inode::size_for(16) == 80, "a 16-byte key's entry fills five 16-byte units");
 static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
 
 // The hash of a key for the point table: its CRC-32C (checksum.hpp), seeded with its size.
