@@ -375,9 +375,10 @@ class point_table {
   static constexpr std::size_t kLine = 64 / sizeof(std::uint64_t);
 
   struct alignas(64) table {
-    std::size_t capacity;  // a multiple of kLine
-    std::size_t used = 0;    // combiner only
-    std::size_t erased = 0;  // combiner only
+    std::size_t capacity;  // a multiple of kLine; read by every probe
+    // Written at every insert and erase: on a line of their own, away from capacity.
+    alignas(64) std::size_t used = 0;  // combiner only
+    std::size_t erased = 0;            // combiner only
 
     // `capacity` slots follow the struct, in zero-filled pages (kEmpty), each accessed
     // atomically.
@@ -433,6 +434,11 @@ class point_table {
     void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) return nullptr;
     if (bytes >= kHugePage) (void)::madvise(memory, bytes, MADV_HUGEPAGE);  // fewer TLB misses
+    // Pages mapped writable now, in one call. Else the first touch of a page is a probe's
+    // read, which maps the shared zero page, and the store after it faults again and flushes
+    // the TLBs of every thread of the process, under the combiner lock. A hint: a kernel
+    // without it leaves the pages to fault as they are touched.
+    (void)::madvise(memory, bytes, MADV_POPULATE_WRITE);
     return new (memory) table{capacity};
   }
   static void destroy(table* t) noexcept {
