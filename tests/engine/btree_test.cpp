@@ -374,7 +374,9 @@ TEST(BtreeTest, InsertAtAPlaceFromLastBelowFallsBackOnceTheLeafChanged) {
     test_entry* e = t.make(k);
     ASSERT_TRUE(t->insert(e, where));
     model.insert(k);
-    if (i % 2000 == 0) ASSERT_EQ(t->check(), "") << "after " << i;
+    if (i % 2000 == 0) {
+      ASSERT_EQ(t->check(), "") << "after " << i;
+    }
   }
   ASSERT_EQ(t->check(), "");
   ASSERT_EQ(t->size(), model.size());

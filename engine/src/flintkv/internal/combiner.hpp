@@ -130,7 +130,9 @@ class combiner {
   }
 
   std::vector<slot> slots_;
-  std::vector<slot*> served_;  // the current pass's slots; the lock holder's
+  // The current pass's slots; the lock holder's. Written at every pass: on a line of its
+  // own, away from slots_, which every writer reads.
+  alignas(64) std::vector<slot*> served_;
   alignas(64) std::atomic<bool> lock_{false};
 };
 
