@@ -8,10 +8,12 @@ cd "$top"
 build_dir=${BUILD_DIR:-build}
 
 # Debian 12 packages the project builds with (cmake: tests/consumer builds a CMake project
-# against the installed tree), and those a script that sources this file
-# adds in extra_packages (bench/peers/run.sh: the peer stores and gnuplot).
+# against the installed tree; ccache: a clean clone, CI's, reuses what an earlier build
+# compiled, below), and those a script that sources this file adds in extra_packages
+# (bench/peers/run.sh: the peer stores and gnuplot).
 packages=(g++ meson ninja-build pkg-config cmake python3 libpmem2-dev libboost-dev googletest
-          libgtest-dev libgmock-dev libbenchmark-dev ${extra_packages[@]+"${extra_packages[@]}"})
+          libgtest-dev libgmock-dev libbenchmark-dev ccache
+          ${extra_packages[@]+"${extra_packages[@]}"})
 
 missing_packages() {
   local p
