@@ -62,6 +62,41 @@ bool node_core::refill(node_cache::bin& bin, unsigned c) noexcept {
   return carve(bin, c);
 }
 
+bool node_core::top_up(node_cache::bin& bin, unsigned c, std::uint32_t n) noexcept {
+  const std::size_t size = dram_classes::sizes[c];
+  n = std::min(n, bin.capacity / 2);
+  std::lock_guard lock(mutex_);
+  while (bin.count < n) {
+    // Below half the capacity: a shared list that fits, or a carved half, keeps the count
+    // within the capacity (deallocate hands the list over when it reaches it).
+    node_cache::bin more{nullptr, 0, bin.capacity};
+    if (!lists_[c].empty() && lists_[c].back().count + bin.count <= bin.capacity) {
+      more.head = lists_[c].back().head;
+      more.count = lists_[c].back().count;
+      lists_[c].pop_back();
+    } else if (!carve(more, c)) {
+      return false;
+    }
+    // The bin's few blocks go in front of the new list: its last one links to it.
+    if (bin.head == nullptr) {
+      bin.head = more.head;
+    } else {
+      void* last = bin.head;
+      while (true) {
+        unpoison(last, size);
+        void* next = *static_cast<void**>(last);
+        if (next == nullptr) break;
+        poison(last, size);
+        last = next;
+      }
+      *static_cast<void**>(last) = more.head;
+      poison(last, size);
+    }
+    bin.count += more.count;
+  }
+  return true;
+}
+
 bool node_core::carve(node_cache::bin& bin, unsigned c) noexcept {
   const std::size_t size = dram_classes::sizes[c];
   const std::size_t align = std::min<std::size_t>(std::size_t{1} << std::countr_zero(size), 64);

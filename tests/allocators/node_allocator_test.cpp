@@ -1,5 +1,5 @@
-// node_allocator: aligned, disjoint blocks, reuse of freed blocks, and blocks freed by other
-// threads than the ones that allocated them.
+// node_allocator: aligned, disjoint blocks, reuse of freed blocks, blocks freed by other
+// threads than the ones that allocated them, and reserved blocks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -62,6 +63,38 @@ TEST(NodeAllocatorTest, FreedBlocksAreReusedFirst) {
   ASSERT_NE(big, nullptr);
   std::memset(big, 1, 100000);
   nodes.deallocate(big, 100000);
+}
+
+// After reserve(bytes, n), the thread's next n allocations of that size map no arena (the
+// engine reserves tree nodes before it takes the combiner lock, so that a split under the
+// lock never faults a fresh arena in). Some rounds free blocks first, so that reserve also
+// splices lists the thread handed over and lists that are partly used.
+TEST(NodeAllocatorTest, ReservedBlocksNeedNoNewArena) {
+  alloc::node_allocator nodes;
+  std::vector<void*> live;
+  std::set<void*> held;
+  for (int round = 0; round < 3000; ++round) {
+    if (round % 7 == 6) {
+      for (int i = 0; i < 17 && !live.empty(); ++i) {
+        held.erase(live.back());
+        nodes.deallocate(live.back(), 1000);
+        live.pop_back();
+      }
+    }
+    ASSERT_TRUE(nodes.reserve(1000, 4));
+    const std::size_t reserved = nodes.reserved_bytes();
+    for (int i = 0; i < 4; ++i) {
+      void* p = nodes.allocate(1000);
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(held.insert(p).second) << "round " << round << ": a block given twice";
+      std::memset(p, 0xab, 1000);
+      live.push_back(p);
+    }
+    ASSERT_EQ(nodes.reserved_bytes(), reserved) << "round " << round << ": an arena was mapped";
+  }
+  EXPECT_GT(nodes.reserved_bytes(), 2 * alloc::detail::node_core::arena_size)
+      << "the rounds filled more than two arenas";
+  for (void* p : live) nodes.deallocate(p, 1000);
 }
 
 // Producers allocate and stamp nodes, consumers on other threads check and free them.

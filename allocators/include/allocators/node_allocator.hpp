@@ -2,7 +2,7 @@
 // size depends on its height), with sized deallocation and no header per block.
 //
 // Sizes up to 4096 bytes come from size classes (multiples of 16 up to 512, then four per
-// doubling), carved from 1 MiB arenas; each thread keeps a free list per class, and hands a
+// doubling), carved from 2 MiB arenas; each thread keeps a free list per class, and hands a
 // whole list to a shared stack when it grows too long. Larger sizes go to operator new.
 // Under AddressSanitizer free blocks are poisoned, so a reader that touches a freed node is
 // reported even though the memory stays in the allocator.
@@ -46,6 +46,18 @@ class node_allocator {
     bin.head = *static_cast<void**>(block);
     --bin.count;
     return block;
+  }
+
+  // Makes sure the calling thread holds at least n free blocks of `bytes`' class (at most
+  // half a thread list's capacity; more is clamped), taking or carving them now: its next n
+  // allocations of that size then take neither the shared mutex nor a page of a new arena.
+  // For a caller that allocates inside a critical section of its own, to pay those costs
+  // before it. False if the system is out of memory (the blocks it found are kept).
+  bool reserve(std::size_t bytes, std::uint32_t n) noexcept {
+    if (bytes > max_class_size) [[unlikely]] return true;
+    const unsigned c = detail::dram_classes::of(bytes);
+    auto& bin = detail::thread_state<detail::node_cache>(*core_)->bins[c];
+    return bin.count >= n || core_->top_up(bin, c, n);
   }
 
   // REQUIRES: block came from allocate(bytes) with the same bytes, and is not free.

@@ -40,6 +40,9 @@ class node_core final : public per_thread_owner {
 
   // Gives an empty bin a list of blocks; false if the system is out of memory.
   bool refill(node_cache::bin& bin, unsigned c) noexcept;
+  // Adds lists to the bin until it holds at least min(n, capacity / 2) blocks, its count
+  // staying within its capacity; false if the system is out of memory.
+  bool top_up(node_cache::bin& bin, unsigned c, std::uint32_t n) noexcept;
   // Takes the bin's whole list.
   void take_list(node_cache::bin& bin, unsigned c) noexcept;
   std::size_t reserved_bytes() const;
