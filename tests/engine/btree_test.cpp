@@ -66,6 +66,7 @@ struct limited_memory {
   }
   void free(void* p, std::size_t bytes) { memory.free(p, bytes); }
   void retire(void* p, std::size_t bytes) noexcept { memory.retire(p, bytes); }
+  void reserve(std::size_t bytes, std::uint32_t n) noexcept { memory.reserve(bytes, n); }
 };
 
 using tree = btree<test_entry, key_of_entry, epoch_dram>;

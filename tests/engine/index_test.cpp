@@ -7,6 +7,8 @@
 //    search walks on past an entry the tree lacks.
 //  - IndexTest.AnEntryGivesBackTheNewestVersionItWasGiven: the packed newest version.
 //  - IndexTest.ThePointTableShrinksWhenMostEntriesAreRemoved: its DRAM comes back.
+//  - IndexTest.ThePointTableGrowsIntoTheSpareWritersPrepared: growth takes the table that
+//    prepare_insert() made beforehand.
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
 //  - IndexConcurrencyTest: readers look up a fixed set of keys while the writer inserts and
@@ -202,6 +204,30 @@ TEST(IndexTest, ThePointTableShrinksWhenMostEntriesAreRemoved) {
   for (std::uint64_t i = 0; i < 8000; i += 500) {
     EXPECT_EQ(list.lookup(key_of(i)), entries[i]) << key_of(i);
   }
+  EXPECT_EQ(list.check(), "");
+}
+
+// Writers make the point table's next table before they take the combiner lock
+// (prepare_insert), once the table nears its grow point; growing then takes that spare
+// instead of mapping (and waiting for the kernel to zero) a table under the lock.
+TEST(IndexTest, ThePointTableGrowsIntoTheSpareWritersPrepared) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  int growths = 0, into_spare = 0;
+  for (std::uint64_t i = 0; i < 20000; ++i) {
+    list.prepare_insert();
+    const auto [table, spare] = list.TEST_point_tables();
+    index.insert(key_of(i * 7919 % 20000));
+    const auto [grown, left] = list.TEST_point_tables();
+    if (table != nullptr && grown != table) {
+      ++growths;
+      if (grown == spare) ++into_spare;
+      EXPECT_EQ(left, nullptr) << "the spare was taken at " << i;
+    }
+  }
+  EXPECT_GE(growths, 5);
+  EXPECT_EQ(into_spare, growths);
   EXPECT_EQ(list.check(), "");
 }
 

@@ -62,11 +62,15 @@ namespace flintkv::internal {
 //  (2) free(p, bytes): gives back at once memory that no reader has seen. Does not throw.
 //  (3) retire(p, bytes): gives it back once no reader pinned now can hold it. Does not
 //      throw.
+//  (4) reserve(bytes, n): makes the calling thread's next n allocate(bytes) cheap (no new
+//      pages to fault in, no lock), where it can. A hint: allocate works without it. Does
+//      not throw.
 template <class M>
-concept btree_memory = requires(M m, void* p, std::size_t bytes) {
+concept btree_memory = requires(M m, void* p, std::size_t bytes, std::uint32_t n) {
   { m.allocate(bytes) } -> std::same_as<void*>;
   m.free(p, bytes);
   m.retire(p, bytes);
+  m.reserve(bytes, n);
 };
 
 // Memory from a node_allocator, retired through an epoch_domain: the engine's DRAM for the
@@ -77,6 +81,7 @@ struct epoch_dram {
 
   void* allocate(std::size_t bytes) { return nodes->allocate(bytes); }
   void free(void* p, std::size_t bytes) { nodes->deallocate(p, bytes); }
+  void reserve(std::size_t bytes, std::uint32_t n) noexcept { (void)nodes->reserve(bytes, n); }
   // The epochs keep a list of what they hold, in DRAM too: without DRAM for it, the node
   // stays allocated (a reader may hold it).
   void retire(void* p, std::size_t bytes) noexcept {
@@ -121,6 +126,9 @@ class btree {
   // most about 1/8 as often as the one below, so 24 levels are out of reach of any count of
   // inserts.
   static constexpr int kMaxDepth = 24;
+  // Nodes reserve() readies: a leaf and an inner node for each of two inserts (a pass of
+  // the engine's combiner serves one insert per writer thread).
+  static constexpr std::uint32_t kReservedNodes = 4;
 
   explicit btree(Memory memory) : memory_(std::move(memory)) {}
   btree(const btree&) = delete;
@@ -205,6 +213,12 @@ class btree {
   }
   // Bytes of DRAM the tree holds: nodes and separator copies (0 when empty).
   std::size_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+  // Makes the nodes that the next inserts' splits are likely to take (a leaf and an inner
+  // node for each of a few inserts) ready on the calling thread, so that a writer that
+  // serializes inserts under a lock of its own, and calls this before taking it, allocates
+  // under the lock without faulting in memory. Any thread may call it, at any time.
+  void reserve() noexcept { memory_.reserve(sizeof(leaf), kReservedNodes); }
 
   // ---- The writer. REQUIRES: the one writer (the caller serializes these). ----
 

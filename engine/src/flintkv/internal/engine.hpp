@@ -680,6 +680,7 @@ class engine final : public DB, private transaction_host {
     if ((u.entry == nullptr || !lean) && u.fresh == nullptr) {
       u.fresh = make_entry(u.key, {0, u.offset.value, 0, false});
     }
+    index_->prepare_insert();  // this thread may serve other writers' new keys too
     _mm_prefetch(reinterpret_cast<const char*>(u.persistent), _MM_HINT_T0);
     return Status::OK();
   }

@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <new>
 
 #include <sys/mman.h>
@@ -250,9 +251,15 @@ inline std::uint32_t key_hash(std::string_view key) {
 // erased. A probe reads a key only where the hash bits match, and the home slot is a
 // function of those bits alone, so growing the table moves slots without reading an entry.
 //
+// Growing copies every slot into a table twice the size, under the combiner lock. The new
+// table's pages are zeroed by the kernel when they are first mapped, which takes longer
+// than the copy; so once the table is near its grow point, the insert asks for a spare of
+// the size it will grow to, and a writer makes it before it takes the lock
+// (prepare_growth()); growing then takes the spare.
+//
 // Thread safety: insert, erase and build run under the combiner lock (or before the index
 // is shared); find is lock-free and runs pinned in the epoch domain, which frees a replaced
-// table once no reader can still probe it.
+// table once no reader can still probe it; prepare_growth runs on any thread.
 // Invariants:
 //  (1) A live (not removed) entry is in the current table at most once, and every slot
 //      names an entry that is not yet retired: erase comes before the entry's removal.
@@ -263,7 +270,10 @@ inline std::uint32_t key_hash(std::string_view key) {
 class point_table {
  public:
   point_table() = default;
-  ~point_table() { destroy(table_.load(std::memory_order_relaxed)); }
+  ~point_table() {
+    destroy(table_.load(std::memory_order_relaxed));
+    destroy(spare_.load(std::memory_order_relaxed));
+  }
   point_table(const point_table&) = delete;
   point_table& operator=(const point_table&) = delete;
 
@@ -297,7 +307,23 @@ class point_table {
       if (t == nullptr) return;
     }
     place(*t, slot_of(n, hash_of(n->key())));
+    if (spare_wanted_.load(std::memory_order_relaxed) == 0 &&
+        (t->used + t->erased) * kLoadDen * kEarlyDen >= t->capacity * kMaxLoad * (kEarlyDen - 1)) {
+      want_spare(t->capacity * kMaxLoad / kLoadDen - t->erased + 1);
+    }
     if (retired_ && ++since_collect_ >= kCollectEvery) collect(epochs);
+  }
+
+  // Makes the spare table the next growth asked for, if it did and nobody made it yet.
+  // The call that makes it waits for the kernel to map and zero its pages (a table of twice
+  // the entries: about 16 bytes per entry). Any thread; never under the combiner lock.
+  void prepare_growth() noexcept {
+    const std::size_t capacity = spare_wanted_.load(std::memory_order_relaxed);
+    if (capacity == 0 || spare_.load(std::memory_order_relaxed) != nullptr) return;
+    table* s = make(capacity);
+    if (s == nullptr) return;
+    table* none = nullptr;
+    if (!spare_.compare_exchange_strong(none, s, std::memory_order_release)) destroy(s);
   }
 
   // Removes `n` (before the entry is unlinked and retired). Once the table holds fewer
@@ -346,9 +372,16 @@ class point_table {
     const table* t = table_.load(std::memory_order_relaxed);
     return t == nullptr ? 0 : t->used;
   }
+  // For tests: the table and the spare (either may be nullptr).
+  std::pair<const void*, const void*> TEST_tables() const {
+    return {table_.load(std::memory_order_relaxed), spare_.load(std::memory_order_relaxed)};
+  }
+
+  // The table's bytes, and the spare's if one is made.
   std::size_t bytes() const {
     const table* t = table_.load(std::memory_order_relaxed);
-    return t == nullptr ? 0 : t->bytes();
+    const table* s = spare_.load(std::memory_order_relaxed);
+    return (t == nullptr ? 0 : t->bytes()) + (s == nullptr ? 0 : s->bytes());
   }
 
  private:
@@ -363,6 +396,10 @@ class point_table {
   static constexpr std::size_t kMaxLoad = 3;
   static constexpr std::size_t kLoadDen = 4;
   static constexpr std::size_t kMinCapacity = 64;
+  // A spare is asked for once the used and erased slots reach (kEarlyDen - 1) / kEarlyDen
+  // of the grow point: a sixteenth of the entries before it, so the spare (twice the
+  // table's size) is rarely held for long.
+  static constexpr std::size_t kEarlyDen = 16;
   // Rebuilt smaller below 1/16 full, at twice its entries (capacity_for): it grows again
   // only after its entries grew by half, and shrinks again only after 7/8 of them went, so
   // each rebuild follows as many inserts or erases as it copies slots.
@@ -450,7 +487,8 @@ class point_table {
   // kept) if DRAM runs out. The slots move as they are: no entry is read.
   table* regrow(alloc::epoch_domain& epochs, std::size_t entries) noexcept {
     table* old = table_.load(std::memory_order_relaxed);
-    table* t = make(capacity_for(entries));
+    table* t = take_spare(capacity_for(entries));
+    if (t == nullptr) t = make(capacity_for(entries));
     if (t == nullptr) return nullptr;
     if (old != nullptr) {
       for (std::size_t i = 0; i < old->capacity; ++i) {
@@ -470,6 +508,27 @@ class point_table {
     return t;
   }
 
+  // Asks writers for a spare table for `entries` entries, the one made for an earlier
+  // request dropped if it has another size. REQUIRES: the combiner lock.
+  void want_spare(std::size_t entries) noexcept {
+    const std::size_t capacity = capacity_for(entries);
+    table* s = spare_.load(std::memory_order_relaxed);
+    if (s != nullptr && s->capacity != capacity) destroy(spare_.exchange(nullptr));
+    spare_wanted_.store(capacity, std::memory_order_relaxed);
+  }
+
+  // The spare, if one was made with `capacity` slots (another size is dropped), else
+  // nullptr; either way, none is wanted any more. REQUIRES: the combiner lock.
+  table* take_spare(std::size_t capacity) noexcept {
+    spare_wanted_.store(0, std::memory_order_relaxed);
+    table* s = spare_.exchange(nullptr, std::memory_order_acquire);
+    if (s != nullptr && s->capacity != capacity) {
+      destroy(s);
+      return nullptr;
+    }
+    return s;
+  }
+
   // A retired table is freed once the epochs have advanced twice past it, which only
   // collecting does; writes that retire nothing else (a fill) would never collect, so the
   // inserts do, now and then, until nothing retired is left.
@@ -484,6 +543,10 @@ class point_table {
   }
 
   std::atomic<table*> table_{nullptr};
+  // The spare's capacity that the combiner asked for (0: none), and the spare once a writer
+  // made it: both change about once per growth, and sit beside table_, read by every probe.
+  std::atomic<std::size_t> spare_wanted_{0};
+  std::atomic<table*> spare_{nullptr};
   bool retired_ = false;         // combiner only: a table was retired since the last collect
   std::size_t since_collect_ = 0;  // combiner only
 };
@@ -630,6 +693,14 @@ class key_index {
     return n;
   }
 
+  // Readies on the calling thread, before it takes the combiner lock, what inserts under
+  // the lock would otherwise fault in there, stalling every writer: nodes for the tree's
+  // splits, and the point table's next table once it is near growth. Any thread.
+  void prepare_insert() noexcept {
+    tree_.reserve();
+    points_.prepare_growth();
+  }
+
   // Links `n` after `pred` on the list and adds it to the tree (at `where`, from locate(),
   // while that still holds) and the point table (each only as its DRAM allows: they are
   // accelerators). REQUIRES: the combiner lock; pred is not removed, and n's key lies
@@ -639,6 +710,9 @@ class key_index {
     if (!tree_.insert(n, where)) tree_complete_.store(false, std::memory_order_relaxed);
     points_.insert(n, epochs_);
   }
+
+  // Test hook: the point table's current table and its spare (either may be nullptr).
+  std::pair<const void*, const void*> TEST_point_tables() const { return points_.TEST_tables(); }
 
   // Test hook: insert() as it goes when the tree has no DRAM for n.
   void TEST_insert_without_tree(inode* n, inode* pred) {
