@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <map>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,6 +176,38 @@ TEST(WeakDurabilityTest, AWeakPutCostsOneFenceAndPersistTwo) {
   const Stats persisted = store->GetStats();
   EXPECT_EQ(persisted.pfence - written.pfence, 2u);
   EXPECT_EQ(persisted.pwb - written.pwb, 2u * (kPuts + 1) + 1);  // the words, batch_mode
+}
+
+// A sync put, of a new key or of one the store has, writes back its node's lines, its
+// version word and its predecessor's link, and fences twice (its node, then the link): the
+// successor it names is right at the first try (a wrong one costs a retry: another
+// write-back and fence), whatever the order of the keys.
+TEST(WeakDurabilityTest, ASyncPutCostsTwoFencesAndTwoWriteBacksBeyondItsNode) {
+  on_model_store<model_manual> store;
+  const std::string value(40, 'v');
+  const std::uint64_t node_lines =
+      (flintkv::internal::pnode<model_manual::policy>::size_for(6, value.size()) + 63) / 64;
+  std::vector<int> order(300);
+  for (int i = 0; i < 300; ++i) order[i] = (i * 7919) % 300;  // scattered, each once
+  auto key = [](int i) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "k%05d", i);
+    return std::string(buf);
+  };
+  // The first node takes a chunk of the heap for its size class, which writes back and
+  // fences the chunk's tag as well; 600 nodes fit in that chunk.
+  ASSERT_TRUE(store->Put("first", value).ok());
+  // New keys, then updates of 60 of them: fewer than a reclamation batch, so that no
+  // reclamation check (which fences) runs in between.
+  for (int round = 0; round < 2; ++round) {
+    for (int i : std::span(order).first(round == 0 ? order.size() : 60)) {
+      const Stats before = store->GetStats();
+      ASSERT_TRUE(store->Put(key(i), value).ok());
+      const Stats after = store->GetStats();
+      ASSERT_EQ(after.pfence - before.pfence, 2u) << key(i) << " in round " << round;
+      ASSERT_EQ(after.pwb - before.pwb, node_lines + 2) << key(i) << " in round " << round;
+    }
+  }
 }
 
 TEST(WeakDurabilityTest, TheWindowIsClosedWhenItsWordsRunOut) {

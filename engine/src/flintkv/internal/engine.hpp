@@ -648,12 +648,25 @@ class engine final : public DB, private transaction_host {
     return recovery_t::successor(*storage_, node_offset{u.pred->tail_pnode()});
   }
 
+  // What successor_of(u) will read, from DRAM instead of the pool: the newest version's
+  // node of the key's entry, or of the located next key (none at the end of the list), by
+  // the index's invariant (4). A hint as well (the entry may be mid-rewrite): link()
+  // compares it with the pool's word. It spares prepare a wait for that word, a miss in the
+  // pool (whose 4 KiB pages also miss the TLB) that costs as much as the rest of prepare;
+  // the line is only requested here, for the link to write under the lock.
+  node_offset expected_successor(const update& u) const {
+    const inode* s = u.entry != nullptr ? u.entry : u.after;
+    __builtin_prefetch(storage_->pointer(node_offset{u.pred->tail_pnode()}), 1);
+    return node_offset{s == nullptr ? 0 : s->unlocked_newest().pnode};
+  }
+
   // Allocates and fills the persistent node (first call), points it at the located
   // successor, and takes the DRAM attach will need (only what the located key needs if
   // `lean`, else both kinds, so that attach never allocates). The caller fences before
   // advertising it.
   Status prepare(update& u, bool lean) {
-    const node_offset succ = successor_of(u);
+    // A retry (the node exists) reads the pool: the hint may be what failed.
+    const node_offset succ = u.persistent == nullptr ? expected_successor(u) : successor_of(u);
     if (u.persistent == nullptr) {
       const std::size_t size = node::size_for(u.key.size(), u.value.size());
       if (Status s = storage_->allocate(size, &u.offset); !s.ok()) {
