@@ -1078,12 +1078,19 @@ class engine final : public DB, private transaction_host {
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<key_index> index_;
   combiner_t combiner_;
+  // What every pass writes, on one line: a pass runs on whichever writer holds the combiner
+  // lock, so at two threads almost every pass finds the lines the last one wrote in the
+  // other core's cache, and pays a miss for each of them under the lock. Readers read
+  // visible_version_, which every pass writes anyway: the others cost them no more misses.
+  alignas(64) std::atomic<std::uint64_t> visible_version_{0};
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
   // The combiner's: the pass linked sync puts it has not fenced yet.
   bool group_unfenced_ = false;
+  unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's
+  std::atomic<std::uint64_t> live_keys_{0}, keys_{0}, versions_{0};  // the combiner's
   // The weak window (open: batch_mode active in the pool). Written under the combiner lock;
   // read without it by Persist() and by stats.
-  std::atomic<bool> weak_open_{false};
+  alignas(64) std::atomic<bool> weak_open_{false};
   struct noted_word {
     const void* address;
     std::size_t size;
@@ -1095,14 +1102,11 @@ class engine final : public DB, private transaction_host {
   std::mutex persister_mutex_;
   std::condition_variable persister_cv_;
   bool stop_persister_ = false;  // under persister_mutex_
-  alignas(64) std::atomic<std::uint64_t> visible_version_{0};
-  reclaimer_t reclaimer_;
+  alignas(64) reclaimer_t reclaimer_;
   mutable snapshot_registry registry_;
-  unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's
   std::atomic<unsigned> test_reclaim_every_{0};
   std::atomic<bool> test_skip_validation_{false};
   striped_counter puts_, deletes_, batches_, gets_, iterators_;
-  alignas(64) std::atomic<std::uint64_t> live_keys_{0}, keys_{0}, versions_{0};  // the combiner's
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
   const bool read_only_;  // Options::read_only: nothing is written, by recovery either
