@@ -2,10 +2,13 @@
 // writer takes the combiner lock attaches every advertised request, its own and the others',
 // one after the other, then ends the pass (where the engine fences the whole group once and
 // publishes it: group commit), and only then tells each writer its outcome. The lock holder
-// also runs the engine's housekeeping (reclamation) between passes.
+// also runs the engine's housekeeping (reclamation) between passes. A writer that finds the
+// lock free takes it at once and attaches its own request without a slot (attach_if_free):
+// a slot's lines are written by its owner and by the pass, on either core, so leasing and
+// advertising cost misses that a writer alone does not need to pay.
 //
-// Thread safety: any number of threads may lease slots and attach at once; a thread that
-// finds every slot taken waits for one. The function given to attach() runs under the lock,
+// Thread safety: any number of threads may lease slots and attach at once (or attach
+// without a slot when the lock is free); a thread that finds every slot taken waits for one. The function given to attach() runs under the lock,
 // on one thread at a time, and sees every write made by earlier lock holders.
 // Invariants:
 //  (1) A slot is owned by at most one thread; its request is read by the combiner only
@@ -23,6 +26,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -74,20 +78,23 @@ class combiner {
       const slot_state st = me.state.load(std::memory_order_acquire);
       if (st != slot_state::ready) return st;
       if (try_lock()) {
-        for (slot& s : slots_) {
-          if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
-          s.outcome = attach_one(s.request);
-          served_.push_back(&s);  // within the reserved capacity: one entry per slot
-        }
-        end_pass();
-        for (slot* s : served_) s->state.store(s->outcome, std::memory_order_release);
-        served_.clear();
-        after_pass();
-        unlock();
+        pass(attach_one, end_pass, after_pass);
         continue;
       }
       pause(spins);
     }
+  }
+
+  // If the lock is free, takes it and runs a pass that attaches `request` first, then every
+  // ready slot, and returns the request's outcome once the pass has ended (as attach()
+  // would). Else nullopt: the caller advertises the request in a slot.
+  template <class AttachOne, class EndPass, class AfterPass>
+  std::optional<slot_state> attach_if_free(Request& request, AttachOne&& attach_one,
+                                           EndPass&& end_pass, AfterPass&& after_pass) {
+    if (!try_lock()) return std::nullopt;
+    const slot_state mine = attach_one(request);
+    pass(attach_one, end_pass, after_pass);
+    return mine;
   }
 
   // Runs f under the lock, waiting for it.
@@ -99,6 +106,22 @@ class combiner {
   }
 
  private:
+  // Attaches every ready slot, ends the pass, tells the slots their outcomes, runs the
+  // housekeeping and unlocks. REQUIRES: the lock.
+  template <class AttachOne, class EndPass, class AfterPass>
+  void pass(AttachOne& attach_one, EndPass& end_pass, AfterPass& after_pass) {
+    for (slot& s : slots_) {
+      if (s.state.load(std::memory_order_acquire) != slot_state::ready) continue;
+      s.outcome = attach_one(s.request);
+      served_.push_back(&s);  // within the reserved capacity: one entry per slot
+    }
+    end_pass();
+    for (slot* s : served_) s->state.store(s->outcome, std::memory_order_release);
+    served_.clear();
+    after_pass();
+    unlock();
+  }
+
   slot& take_slot() {
     thread_local std::size_t hint = 0;
     while (true) {

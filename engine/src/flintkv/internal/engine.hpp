@@ -566,10 +566,7 @@ class engine final : public DB, private transaction_host {
       locate(u);
       if (Status s = prepare(u, true); !s.ok()) return s;
       io::fence();
-      typename combiner_t::lease me(combiner_);
-      me->request = {&u, nullptr};
-      io::hand_off();  // the combiner may link the node as soon as it sees the slot
-      const slot_state outcome = attach(*me);
+      const slot_state outcome = attach({&u, nullptr});
       if (outcome == slot_state::done) return Status::OK();
       if (outcome == slot_state::exhausted) return exhausted_versions();
     }
@@ -612,11 +609,8 @@ class engine final : public DB, private transaction_host {
       if (Status s = prepare(u, false); !s.ok()) return s;
     }
     io::fence();  // one fence for every node of the batch
-    typename combiner_t::lease me(combiner_);
-    me->request = {nullptr, &updates, weak, txn};
-    io::hand_off();
     // A batch is never sent back for stale neighbours (attach_batch retries them).
-    const slot_state outcome = attach(*me);
+    const slot_state outcome = attach({nullptr, &updates, weak, txn});
     if (outcome == slot_state::exhausted) return exhausted_versions();
     if (outcome == slot_state::conflict) {
       return Status::Busy(conflict_message(*txn, storage_->path()));
@@ -704,19 +698,25 @@ class engine final : public DB, private transaction_host {
 
   // ---- attach: flat combining ------------------------------------------------------------
 
-  slot_state attach(typename combiner_t::slot& me) {
-    return combiner_.attach(
-        me,
-        [this](request& r) {
-          if (next_version_ >= kMaxVersion) return slot_state::exhausted;
-          if (r.txn != nullptr && !test_skip_validation_.load(std::memory_order_relaxed) &&
-              !validate(*index_, *r.txn, *r.batch)) {
-            return slot_state::conflict;
-          }
-          const bool ok = r.batch != nullptr ? attach_batch(*r.batch, r.weak) : attach_one(*r.one);
-          return ok ? slot_state::done : slot_state::failed;
-        },
-        [this] { end_pass(); }, [this] { after_pass(); });
+  // Attaches a prepared request: in a pass of this thread's own if the combiner lock is
+  // free, else advertised in a slot for the next pass (this thread's or another's).
+  slot_state attach(request r) {
+    auto attach_one = [this](request& r) {
+      if (next_version_ >= kMaxVersion) return slot_state::exhausted;
+      if (r.txn != nullptr && !test_skip_validation_.load(std::memory_order_relaxed) &&
+          !validate(*index_, *r.txn, *r.batch)) {
+        return slot_state::conflict;
+      }
+      const bool ok = r.batch != nullptr ? attach_batch(*r.batch, r.weak) : this->attach_one(*r.one);
+      return ok ? slot_state::done : slot_state::failed;
+    };
+    auto end = [this] { end_pass(); };
+    auto after = [this] { after_pass(); };
+    io::hand_off();  // a pass may link the request's nodes as soon as it sees them
+    if (const auto outcome = combiner_.attach_if_free(r, attach_one, end, after)) return *outcome;
+    typename combiner_t::lease me(combiner_);
+    me->request = r;
+    return combiner_.attach(*me, attach_one, end, after);
   }
 
   // A put or delete: linked, and visible and (sync) durable at the end of the pass.
