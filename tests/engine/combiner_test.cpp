@@ -42,7 +42,8 @@ TEST(CombinerTest, AWriterThatFindsTheLockFreeServesItselfAndTheReadySlots) {
   other->state.store(slot_state::ready, std::memory_order_release);
 
   request mine{4};
-  const std::optional<slot_state> outcome = c.attach_if_free(mine, attach_one, end_pass, after_pass);
+  const std::optional<slot_state> outcome =
+      c.attach_if_free(mine, attach_one, end_pass, after_pass);
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(*outcome, slot_state::done);
   EXPECT_EQ(attached, (std::vector<std::uint64_t>{4, 7})) << "its own first, then the slot";

@@ -8,8 +8,9 @@
 // advertising cost misses that a writer alone does not need to pay.
 //
 // Thread safety: any number of threads may lease slots and attach at once (or attach
-// without a slot when the lock is free); a thread that finds every slot taken waits for one. The function given to attach() runs under the lock,
-// on one thread at a time, and sees every write made by earlier lock holders.
+// without a slot when the lock is free); a thread that finds every slot taken waits for
+// one. The function given to attach() runs under the lock, on one thread at a time, and
+// sees every write made by earlier lock holders.
 // Invariants:
 //  (1) A slot is owned by at most one thread; its request is read by the combiner only
 //      while its state is `ready`, and the owner reads the outcome only after the combiner

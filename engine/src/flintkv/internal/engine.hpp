@@ -701,22 +701,22 @@ class engine final : public DB, private transaction_host {
   // Attaches a prepared request: in a pass of this thread's own if the combiner lock is
   // free, else advertised in a slot for the next pass (this thread's or another's).
   slot_state attach(request r) {
-    auto attach_one = [this](request& r) {
+    auto serve = [this](request& q) {
       if (next_version_ >= kMaxVersion) return slot_state::exhausted;
-      if (r.txn != nullptr && !test_skip_validation_.load(std::memory_order_relaxed) &&
-          !validate(*index_, *r.txn, *r.batch)) {
+      if (q.txn != nullptr && !test_skip_validation_.load(std::memory_order_relaxed) &&
+          !validate(*index_, *q.txn, *q.batch)) {
         return slot_state::conflict;
       }
-      const bool ok = r.batch != nullptr ? attach_batch(*r.batch, r.weak) : this->attach_one(*r.one);
+      const bool ok = q.batch != nullptr ? attach_batch(*q.batch, q.weak) : attach_one(*q.one);
       return ok ? slot_state::done : slot_state::failed;
     };
     auto end = [this] { end_pass(); };
     auto after = [this] { after_pass(); };
     io::hand_off();  // a pass may link the request's nodes as soon as it sees them
-    if (const auto outcome = combiner_.attach_if_free(r, attach_one, end, after)) return *outcome;
+    if (const auto outcome = combiner_.attach_if_free(r, serve, end, after)) return *outcome;
     typename combiner_t::lease me(combiner_);
     me->request = r;
-    return combiner_.attach(*me, attach_one, end, after);
+    return combiner_.attach(*me, serve, end, after);
   }
 
   // A put or delete: linked, and visible and (sync) durable at the end of the pass.
