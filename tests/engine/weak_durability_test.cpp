@@ -1,7 +1,7 @@
 // Weak writes (WriteOptions::sync = false), Persist() and the weak window: what a weak write
-// costs and when it becomes durable, checked on the pv model by crashing with nothing but
-// fenced write-backs persisted (the crash campaigns, crash_test.cpp "weak", cover every
-// other crash point).
+// costs (beside what a sync put costs) and when it becomes durable, checked on the pv model
+// by crashing with nothing but fenced write-backs persisted (the crash campaigns,
+// crash_test.cpp "weak", cover every other crash point).
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -565,6 +565,7 @@ class engine final : public DB, private transaction_host {
     while (true) {
       locate(u);
       if (Status s = prepare(u, true); !s.ok()) return s;
+      index_->prepare_insert();  // this thread's pass may insert other writers' keys too
       io::fence();
       const slot_state outcome = attach({&u, nullptr});
       if (outcome == slot_state::done) return Status::OK();
@@ -608,6 +609,7 @@ class engine final : public DB, private transaction_host {
       // Both kinds of DRAM: attach may find the key's entry gone or new (attach_batch).
       if (Status s = prepare(u, false); !s.ok()) return s;
     }
+    index_->prepare_insert();
     io::fence();  // one fence for every node of the batch
     // A batch is never sent back for stale neighbours (attach_batch retries them).
     const slot_state outcome = attach({nullptr, &updates, weak, txn});
@@ -687,7 +689,6 @@ class engine final : public DB, private transaction_host {
     if ((u.entry == nullptr || !lean) && u.fresh == nullptr) {
       u.fresh = make_entry(u.key, {0, u.offset.value, 0, false});
     }
-    index_->prepare_insert();  // this thread may serve other writers' new keys too
     _mm_prefetch(reinterpret_cast<const char*>(u.persistent), _MM_HINT_T0);
     return Status::OK();
   }

@@ -38,8 +38,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 #include <new>
+#include <utility>
 
 #include <sys/mman.h>
 #include <optional>
