@@ -8,6 +8,8 @@
 //    older than every reader are dropped; deletes give back every byte; closing drops every
 //    obsolete version; a small pool full of reclaimable versions keeps taking writes, one
 //    full of pinned versions says NoSpace until they go.
+//  - SnapshotRegistryTest: iterators take slots of their own until every slot is taken,
+//    then the registry's map; concurrent readers never share a slot, and every leave counts.
 //  - ReclamationConcurrencyTest: writers overwrite and delete a few keys while readers hold
 //    snapshots and iterators, with reclamation after every combining pass; the values are
 //    encoded (key, writer, generation, checksum) so a reader that reached a reclaimed (and
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "engine_support.hpp"
+#include "flintkv/internal/reclamation.hpp"
 
 namespace {
 
@@ -653,6 +656,104 @@ TYPED_TEST(ReclamationTest, SmallPoolTakesOverwritesUntilSnapshotsPinIt) {
     ASSERT_TRUE(again.ok()) << "put " << i << " after the release: " << again.ToString();
   }
   ASSERT_TRUE(reads_match(*db, nullptr, now, keys));
+}
+
+// ---- the registry -------------------------------------------------------------------------
+
+using flintkv::internal::snapshot_registry;
+
+// An iterator at the visible version takes a slot; once every slot is taken, the map. Both
+// kinds are in versions() (each version once) and count(); leaving a slot changes the
+// generation and removes the version.
+TEST(SnapshotRegistryTest, ReadersTakeSlotsThenTheMapAndLeavingShows) {
+  snapshot_registry registry;
+  std::atomic<std::uint64_t> visible{7};
+  const std::uint64_t snapshot = registry.enter(visible);  // a snapshot: the map
+  std::vector<snapshot_registry::registration> readers;
+  for (std::uint32_t i = 0; i < snapshot_registry::kSlots; ++i) {
+    visible.store(7 + i % 3);
+    readers.push_back(registry.enter_reader(visible));
+    ASSERT_NE(readers.back().slot, snapshot_registry::kInMap) << "reader " << i;
+    EXPECT_EQ(readers.back().version, 7 + i % 3);
+  }
+  visible.store(20);
+  const snapshot_registry::registration extra = registry.enter_reader(visible);
+  EXPECT_EQ(extra.slot, snapshot_registry::kInMap) << "every slot is taken";
+  EXPECT_EQ(extra.version, 20u);
+  EXPECT_EQ(registry.versions(), (std::vector<std::uint64_t>{7, 8, 9, 20}));
+  EXPECT_EQ(registry.count(), snapshot_registry::kSlots + 2);
+
+  // The readers at 9 (every third) leave: 9 is no longer registered.
+  std::uint64_t generation = registry.generation();
+  for (const auto& r : readers) {
+    if (r.version != 9) continue;
+    registry.leave(r);
+    EXPECT_NE(registry.generation(), generation) << "a reader left slot " << r.slot;
+    generation = registry.generation();
+  }
+  EXPECT_EQ(registry.versions(), (std::vector<std::uint64_t>{7, 8, 20}));
+  // A freed slot is taken again before the map.
+  visible.store(30);
+  const snapshot_registry::registration again = registry.enter_reader(visible);
+  EXPECT_NE(again.slot, snapshot_registry::kInMap);
+  EXPECT_EQ(registry.versions(), (std::vector<std::uint64_t>{7, 8, 20, 30}));
+
+  registry.leave(extra);
+  registry.leave(again);
+  registry.leave(snapshot);
+  for (const auto& r : readers) {
+    if (r.version != 9) registry.leave(r);
+  }
+  EXPECT_TRUE(registry.versions().empty());
+  EXPECT_EQ(registry.count(), 0u);
+}
+
+// Threads each hold many readers at once, more than the slots between them, entering and
+// leaving as fast as they can: no slot ever has two readers, the readers the slots cannot
+// take go to the map, and every leave is counted in the generation.
+TEST(SnapshotRegistryTest, ConcurrentReadersNeverShareASlot) {
+  constexpr int kThreads = 4;
+  constexpr int kHeld = snapshot_registry::kSlots * 3 / 8;  // 1.5 times the slots in all
+  constexpr int kRounds = 2000;
+  snapshot_registry registry;
+  std::atomic<std::uint64_t> visible{1};
+  std::vector<std::atomic<int>> owner(snapshot_registry::kSlots);
+  std::atomic<int> shared{0};
+  std::atomic<std::uint64_t> slot_leaves{0}, map_entries{0};
+  std::vector<std::thread> threads;
+  for (int t = 1; t <= kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<snapshot_registry::registration> held;
+      for (int round = 0; round < kRounds; ++round) {
+        for (int i = 0; i < kHeld; ++i) {
+          held.push_back(registry.enter_reader(visible));
+          const auto& r = held.back();
+          if (r.slot == snapshot_registry::kInMap) {
+            map_entries.fetch_add(1);
+          } else if (owner[r.slot].exchange(t) != 0) {
+            shared.fetch_add(1);
+          }
+        }
+        visible.fetch_add(1);
+        for (const auto& r : held) {
+          if (r.slot != snapshot_registry::kInMap) {
+            owner[r.slot].store(0);
+            slot_leaves.fetch_add(1);
+          }
+          registry.leave(r);
+        }
+        held.clear();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(shared.load(), 0) << "two readers held one slot at once";
+  EXPECT_GT(map_entries.load(), 0u) << "the slots never ran out: the test checked less";
+  // Each slot leave counts once; map versions count when their last reader leaves.
+  EXPECT_GE(registry.generation(), slot_leaves.load());
+  EXPECT_LE(registry.generation(), slot_leaves.load() + map_entries.load());
+  EXPECT_EQ(registry.count(), 0u);
+  EXPECT_TRUE(registry.versions().empty());
 }
 
 // ---- real threads ------------------------------------------------------------------------

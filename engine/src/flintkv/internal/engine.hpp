@@ -243,23 +243,24 @@ class engine final : public DB, private transaction_host {
 
   // Out of DRAM: an iterator over nothing whose status() is NoSpace.
   std::unique_ptr<Iterator> NewIterator(const ReadOptions& options) override {
-    std::uint64_t version = 0;
+    snapshot_registry::registration r;
     try {
       if (options.snapshot != nullptr) {
-        version = options.snapshot->version();
-        registry_.enter_at(version);
+        r.version = options.snapshot->version();
+        registry_.enter_at(r.version);
       } else {
-        version = registry_.enter(visible_version_);
+        auto pinned = pin();  // a reader in flight until registered (reclamation.hpp)
+        r = registry_.enter_reader(visible_version_);
       }
     } catch (const std::bad_alloc&) {
       return no_memory_iterator::make();
     }
     try {
-      auto it = std::make_unique<iterator_t>(this, version, options);  // takes the registration
+      auto it = std::make_unique<iterator_t>(this, r, options);  // takes the registration
       iterators_.add();
       return it;
     } catch (const std::bad_alloc&) {
-      registry_.leave(version);
+      registry_.leave(r);
       return no_memory_iterator::make();
     }
   }

@@ -21,6 +21,7 @@
 #include "flintkv/options.hpp"
 #include "flintkv/status.hpp"
 #include "flintkv/internal/index.hpp"
+#include "flintkv/internal/reclamation.hpp"
 
 namespace flintkv::internal {
 
@@ -30,12 +31,13 @@ namespace flintkv::internal {
 template <class Engine>
 class engine_iterator final : public Iterator {
  public:
-  // Registers `version` (already registered by the caller: the iterator takes it over).
-  engine_iterator(const Engine* e, std::uint64_t version, const ReadOptions& options)
-      : engine_(e), version_(version), verify_(options.verify_checksums),
+  // Reads at the registration's version (made by the caller: the iterator takes it over).
+  engine_iterator(const Engine* e, const snapshot_registry::registration& r,
+                  const ReadOptions& options)
+      : engine_(e), registration_(r), version_(r.version), verify_(options.verify_checksums),
         lower_(options.lower_bound), upper_(options.upper_bound) {}
 
-  ~engine_iterator() override { engine_->registry().leave(version_); }
+  ~engine_iterator() override { engine_->registry().leave(registration_); }
 
   bool Valid() const override { return current_ != nullptr; }
 
@@ -226,6 +228,7 @@ class engine_iterator final : public Iterator {
   std::size_t ahead_end_ = 0;
 
   const Engine* engine_;
+  const snapshot_registry::registration registration_;
   const std::uint64_t version_;
   const bool verify_;
   std::optional<std::string> lower_, upper_;

@@ -3,7 +3,8 @@
 //
 // Readers are of three kinds:
 //  - snapshots and iterators (implicit snapshots) register their version in the registry
-//    (snapshot_registry), which reads the visible version under its own lock;
+//    (snapshot_registry): snapshots under its lock, which reads the visible version;
+//    iterators at the visible version in a slot of their own, pinned while they enter;
 //  - Gets in flight take no lock: each runs pinned in the storage's epoch domain, and reads
 //    the visible version after pinning. A visible version V published by the combiner
 //    becomes a mark stamped with the epoch; once the epoch has advanced twice past the
@@ -24,7 +25,7 @@
 // parked, and parked keys are looked at again once a reader has left the registry.
 //
 // Thread safety: note(), settled() and pass() run under the combiner lock; the registry
-// has its own lock; the statistics may be read from any thread.
+// has its own lock and slots; the statistics may be read from any thread.
 // Invariants:
 //  (1) No live reader ever reaches a dropped version: a reader at version r walks its key's
 //      versions from the newest and stops at the newest one at or below r, which is kept
@@ -48,6 +49,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -63,9 +65,26 @@
 
 namespace flintkv::internal {
 
-// The versions of live snapshots and iterators.
+// The versions of live snapshots and iterators, in two kinds of registration:
+//  - snapshots (and transactions, and iterators over a snapshot) in a map under the
+//    registry's lock, which a pass copies whole (versions());
+//  - an iterator at the visible version, the one every scan makes, in a slot: a line of its
+//    own that only the threads entering and leaving through it write, so concurrent scans
+//    share no lock and no line (one compare-and-swap to enter, two stores to leave). Its
+//    entry runs pinned in the epoch domain, like a Get: a pass's mark settles only once every
+//    reader pinned before the mark was published has unpinned, by which time the slot holds
+//    its version; a reader still pinned reads a visible version at or above the mark
+//    (enter_reader). When every slot is taken, the reader goes to the map.
 class snapshot_registry {
  public:
+  // An iterator's registration: its version, and its slot (kInMap: the map).
+  struct registration {
+    std::uint64_t version = 0;
+    std::uint32_t slot = kInMap;
+  };
+  static constexpr std::uint32_t kInMap = UINT32_MAX;
+  static constexpr std::uint32_t kSlots = 64;
+
   // Registers a reader at the visible version, read under the registry's lock (so a pass
   // that read the registry before sees the reader at a version it has not passed).
   // Throws std::bad_alloc.
@@ -88,27 +107,83 @@ class snapshot_registry {
       generation_.fetch_add(1, std::memory_order_relaxed);
     }
   }
-  // The registered versions, ascending. Throws std::bad_alloc.
+
+  // Registers a reader at the visible version in a free slot (the one this thread took last
+  // if it is free), else in the map. REQUIRES: the caller is pinned in the epoch domain of
+  // the marks (see above) from before this call until it returns. Throws std::bad_alloc
+  // (the map only).
+  registration enter_reader(const std::atomic<std::uint64_t>& visible) {
+    thread_local std::uint32_t hint = 0;
+    const std::uint64_t v = visible.load(std::memory_order_seq_cst);
+    for (std::uint32_t k = 0; k < kSlots; ++k) {
+      const std::uint32_t i = (hint + k) % kSlots;
+      slot& s = slots_[i];
+      std::uint64_t expected = 0;
+      if (s.held.load(std::memory_order_relaxed) == 0 &&
+          s.held.compare_exchange_strong(expected, v + 1, std::memory_order_seq_cst)) {
+        hint = i;
+        return {v, i};
+      }
+    }
+    return {enter(visible), kInMap};
+  }
+  void leave(const registration& r) {
+    if (r.slot == kInMap) {
+      leave(r.version);
+      return;
+    }
+    slot& s = slots_[r.slot];
+    // The slot's holder alone writes `leaves`; the count comes before the release (a pass
+    // that finds the slot free also finds the count that tells it a reader left).
+    s.leaves.store(s.leaves.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    s.held.store(0, std::memory_order_release);
+  }
+
+  // The registered versions, ascending, each once. Throws std::bad_alloc.
   std::vector<std::uint64_t> versions() const {
-    std::lock_guard lock(mutex_);
     std::vector<std::uint64_t> out;
-    out.reserve(held_.size());
-    for (const auto& [v, c] : held_) out.push_back(v);
+    {
+      std::lock_guard lock(mutex_);
+      out.reserve(held_.size() + kSlots);
+      for (const auto& [v, c] : held_) out.push_back(v);
+    }
+    const std::size_t in_map = out.size();
+    for (const slot& s : slots_) {
+      if (const std::uint64_t h = s.held.load(std::memory_order_seq_cst); h != 0) {
+        out.push_back(h - 1);
+      }
+    }
+    if (out.size() > in_map) {
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+    }
     return out;
   }
-  // Changes each time a version stops being registered.
-  std::uint64_t generation() const { return generation_.load(std::memory_order_relaxed); }
+  // Changes each time a version stops being registered (a map version's last reader, or a
+  // slot's reader, leaves).
+  std::uint64_t generation() const {
+    std::uint64_t g = generation_.load(std::memory_order_relaxed);
+    for (const slot& s : slots_) g += s.leaves.load(std::memory_order_acquire);
+    return g;
+  }
   std::uint64_t count() const {
-    std::lock_guard lock(mutex_);
     std::uint64_t n = 0;
+    for (const slot& s : slots_) n += s.held.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+    std::lock_guard lock(mutex_);
     for (const auto& [v, c] : held_) n += c;
     return n;
   }
 
  private:
+  struct alignas(64) slot {
+    std::atomic<std::uint64_t> held{0};    // the reader's version + 1; 0: free
+    std::atomic<std::uint64_t> leaves{0};  // readers that left through this slot
+  };
+
   mutable std::mutex mutex_;
   std::map<std::uint64_t, std::uint64_t> held_;  // version -> readers
   std::atomic<std::uint64_t> generation_{0};
+  std::array<slot, kSlots> slots_;
 };
 
 // What a pass changed, for the engine's counters.
