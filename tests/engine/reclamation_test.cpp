@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -708,18 +709,19 @@ TEST(SnapshotRegistryTest, ReadersTakeSlotsThenTheMapAndLeavingShows) {
   EXPECT_EQ(registry.count(), 0u);
 }
 
-// Threads each hold many readers at once, more than the slots between them, entering and
-// leaving as fast as they can: no slot ever has two readers, the readers the slots cannot
-// take go to the map, and every leave is counted in the generation.
+// Threads enter many readers each, then wait for one another while holding them all (1.5
+// times the slots between them, so the rest must go to the map), then leave: no slot ever
+// has two readers, and every leave is counted in the generation.
 TEST(SnapshotRegistryTest, ConcurrentReadersNeverShareASlot) {
   constexpr int kThreads = 4;
-  constexpr int kHeld = snapshot_registry::kSlots * 3 / 8;  // 1.5 times the slots in all
-  constexpr int kRounds = 2000;
+  constexpr int kHeld = snapshot_registry::kSlots * 3 / 8;
+  constexpr int kRounds = 500;
   snapshot_registry registry;
   std::atomic<std::uint64_t> visible{1};
   std::vector<std::atomic<int>> owner(snapshot_registry::kSlots);
   std::atomic<int> shared{0};
   std::atomic<std::uint64_t> slot_leaves{0}, map_entries{0};
+  std::barrier all_held(kThreads);
   std::vector<std::thread> threads;
   for (int t = 1; t <= kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -735,6 +737,7 @@ TEST(SnapshotRegistryTest, ConcurrentReadersNeverShareASlot) {
           }
         }
         visible.fetch_add(1);
+        all_held.arrive_and_wait();
         for (const auto& r : held) {
           if (r.slot != snapshot_registry::kInMap) {
             owner[r.slot].store(0);
@@ -748,7 +751,9 @@ TEST(SnapshotRegistryTest, ConcurrentReadersNeverShareASlot) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(shared.load(), 0) << "two readers held one slot at once";
-  EXPECT_GT(map_entries.load(), 0u) << "the slots never ran out: the test checked less";
+  // At each wait kThreads * kHeld readers are held, and the slots hold kSlots of them.
+  EXPECT_GE(map_entries.load(),
+            std::uint64_t{kRounds} * (kThreads * kHeld - snapshot_registry::kSlots));
   // Each slot leave counts once; map versions count when their last reader leaves.
   EXPECT_GE(registry.generation(), slot_leaves.load());
   EXPECT_LE(registry.generation(), slot_leaves.load() + map_entries.load());
