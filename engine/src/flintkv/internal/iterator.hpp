@@ -34,7 +34,7 @@ class engine_iterator final : public Iterator {
   // Reads at the registration's version (made by the caller: the iterator takes it over).
   engine_iterator(const Engine* e, const snapshot_registry::registration& r,
                   const ReadOptions& options)
-      : engine_(e), registration_(r), version_(r.version), verify_(options.verify_checksums),
+      : engine_(e), registration_(r), verify_(options.verify_checksums),
         lower_(options.lower_bound), upper_(options.upper_bound) {}
 
   ~engine_iterator() override { engine_->registry().leave(registration_); }
@@ -112,7 +112,7 @@ class engine_iterator final : public Iterator {
   void settle_forward(inode* n, bool from_tree = false) {
     for (; n != nullptr; n = n->load_next()) {
       if (upper_ && compare_keys(n->key(), *upper_) >= 0) break;
-      const std::optional<version_ref> v = n->visible_at(version_);
+      const std::optional<version_ref> v = n->visible_at(registration_.version);
       if (v && !v->tombstone) {
         land(n, *v, from_tree);
         return;
@@ -159,7 +159,7 @@ class engine_iterator final : public Iterator {
       current_ = nullptr;  // before the lower bound: iteration is over
       return true;
     }
-    const std::optional<version_ref> v = n->visible_at(version_);
+    const std::optional<version_ref> v = n->visible_at(registration_.version);
     if (!v || v->tombstone) return false;
     land(n, *v);
     return true;
@@ -228,8 +228,7 @@ class engine_iterator final : public Iterator {
   std::size_t ahead_end_ = 0;
 
   const Engine* engine_;
-  const snapshot_registry::registration registration_;
-  const std::uint64_t version_;
+  const snapshot_registry::registration registration_;  // its version is the iterator's
   const bool verify_;
   std::optional<std::string> lower_, upper_;
   inode* current_ = nullptr;

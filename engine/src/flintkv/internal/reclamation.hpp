@@ -75,6 +75,8 @@ namespace flintkv::internal {
 //    reader pinned before the mark was published has unpinned, by which time the slot holds
 //    its version; a reader still pinned reads a visible version at or above the mark
 //    (enter_reader). When every slot is taken, the reader goes to the map.
+// An iterator over a snapshot registers an old version, which no pin protects: only the
+// map's lock orders it against the snapshot's release and a pass's copy, so it stays there.
 class snapshot_registry {
  public:
   // An iterator's registration: its version, and its slot (kInMap: the map).
