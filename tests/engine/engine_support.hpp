@@ -129,15 +129,17 @@ inline std::size_t node_with(const std::vector<char>& bytes, std::string_view ke
   const std::string needle = std::string(key) + std::string(value);
   auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
   EXPECT_NE(at, bytes.end());
-  return static_cast<std::size_t>(at - bytes.begin()) - 3 * W;
+  return static_cast<std::size_t>(at - bytes.begin()) - 5 * W;
 }
 // The offset of the node holding key_of(i) and value_of(i).
 inline std::size_t node_at(const std::vector<char>& bytes, int i) {
   return node_with(bytes, key_of(i), value_of(i));
 }
 inline std::size_t next_word(std::size_t node) { return node; }
-inline std::size_t version_word_at(std::size_t node) { return node + W; }
-inline std::size_t sizes_word_at(std::size_t node) { return node + 2 * W; }
+inline std::size_t prior_word_at(std::size_t node) { return node + W; }
+inline std::size_t link_version_word_at(std::size_t node) { return node + 2 * W; }
+inline std::size_t version_word_at(std::size_t node) { return node + 3 * W; }
+inline std::size_t sizes_word_at(std::size_t node) { return node + 4 * W; }
 
 }  // namespace pool_edit
 

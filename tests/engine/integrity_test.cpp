@@ -48,26 +48,34 @@ TEST(ChecksumTest, Crc32cIsTheStandardOneInBothForms) {
 // check catches the flip unless the low 27 bits of that are zero. Every distance up to the
 // longest node (size word, the largest key and value) is tried.
 TEST(ChecksumTest, EverySingleBitErrorChangesTheNodeChecksum) {
-  const std::uint64_t bits = (8 + kMaxKeySize + kMaxValueSize) * 8;
+  // The checksum covers the sizes (8 bytes), the key, the value and the version (8 bytes).
+  const std::uint64_t bits = (8 + kMaxKeySize + kMaxValueSize + 8) * 8;
   std::uint32_t diff = in::kCrc32cPolynomial;
   for (std::uint64_t d = 0; d < bits; ++d) {
     ASSERT_NE(diff & in::kNodeCheckMask, 0u) << "a flip " << d << " bits from the end";
     diff = (diff >> 1) ^ ((diff & 1) ? in::kCrc32cPolynomial : 0);
   }
-  // And through the real function, on a small node: every bit of its sizes, key and value.
+  // And through the real function, on a small node: every bit of its sizes, key, value and
+  // version.
   std::string key = "key", value = "value of a node";
   const in::node_offset at{4096 * 3};
   const std::uint64_t sizes = in::pack_sizes(key.size(), value.size(), 0);
-  const std::uint64_t good = in::node_checksum(at, sizes, key, value);
+  const std::uint64_t version = 12345;
+  const std::uint64_t good = in::node_checksum(at, sizes, key, value, version);
   for (int b = 0; b < 36; ++b) {
-    EXPECT_NE(in::node_checksum(at, sizes ^ (std::uint64_t{1} << b), key, value), good) << b;
+    EXPECT_NE(in::node_checksum(at, sizes ^ (std::uint64_t{1} << b), key, value, version), good)
+        << b;
   }
-  EXPECT_NE(in::node_checksum({at.value + 64}, sizes, key, value), good)
+  for (int b = 0; b < 48; ++b) {
+    EXPECT_NE(in::node_checksum(at, sizes, key, value, version ^ (std::uint64_t{1} << b)), good)
+        << "version bit " << b;
+  }
+  EXPECT_NE(in::node_checksum({at.value + 64}, sizes, key, value, version), good)
       << "the same node in another place";
   for (std::string* s : {&key, &value}) {
     for (std::size_t i = 0; i < s->size() * 8; ++i) {
       (*s)[i / 8] = static_cast<char>((*s)[i / 8] ^ (1 << (i % 8)));
-      EXPECT_NE(in::node_checksum(at, sizes, key, value), good) << i;
+      EXPECT_NE(in::node_checksum(at, sizes, key, value, version), good) << i;
       (*s)[i / 8] = static_cast<char>((*s)[i / 8] ^ (1 << (i % 8)));
     }
   }
@@ -232,6 +240,8 @@ TEST(IntegrityTest, TheLastVersionNumberIsNoSpaceNotAWrap) {
   const std::size_t n = node_at(bytes, 2);
   store(bytes, version_word_at(n),
         in::version_word(in::kMaxVersion, in::in_node({n}, in::word_field::version)));
+  store(bytes, sizes_word_at(n),
+        in::sizes_word({n}, key_of(2), value_of(2), 0, in::kMaxVersion).bits);  // its checksum
   write_file(path.str(), bytes);
   {
     std::unique_ptr<DB> db;
@@ -296,7 +306,7 @@ TEST(IntegrityTest, ReadsReportDamageAfterOpen) {
   ASSERT_TRUE(DB::Open(Options{}, path.str(), &db).ok());
   // The medium changes under the open store: one bit of key 5's value.
   const std::vector<char> bytes = read_file(path.str());
-  const std::size_t at = node_at(bytes, 5) + 3 * W + key_of(5).size() + 2;
+  const std::size_t at = node_at(bytes, 5) + 5 * W + key_of(5).size() + 2;
   const int fd = ::open(path.str().c_str(), O_WRONLY);
   ASSERT_GE(fd, 0);
   const char flipped = static_cast<char>(bytes[at] ^ 0x01);

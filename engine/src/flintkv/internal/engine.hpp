@@ -19,10 +19,15 @@
 //      combiner with a version above visible_version.
 //  (4) No version a live reader can read is dropped (reclamation.hpp, invariant (1)).
 // Persistence (manual mode; automatic mode makes every access a p-instruction instead):
-//  (1) prepare: node body and successor written back and fenced before advertising.
-//  (2) attach (sync put): version and predecessor's link written back; one fence for every
-//      sync put of the combining pass (group commit), then visible_version; a crash before
-//      leaves at most linked nodes with the uncommitted marker or versions nobody has seen.
+//  (1) prepare: a sync put's node is written, not written back (its pass does that); a weak
+//      write's or a batch's node is written back and fenced before advertising.
+//  (2) attach (sync put): version (and the size word whose checksum covers it) stored, the
+//      predecessor's link (prior, link_version, successor) stored, node and link written
+//      back; the root's fenced word takes what earlier passes fenced; one fence for every
+//      sync put of the combining pass (group commit), then visible_version. A crash before
+//      may leave a link to a torn node, which recovery passes by its prior (layout.hpp,
+//      invariant (3)); versions nobody has seen. Versions are assigned only up to the root's
+//      durable lease (lease(), one fence every kLeaseStep versions).
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode idle fenced; then visible_version.
 //      A transaction's commit is a batch, validated under the lock before any of this
@@ -147,6 +152,8 @@ class engine final : public DB, private transaction_host {
     if (recovered_ && !read_only_) {
       if (weak_window_open()) end_weak_window();
       (void)reclaim(next_version_, SIZE_MAX, true);
+      note_fenced(next_version_);  // a store closed cleanly has no link recovery must doubt
+      io::fence();
       io::complete();
     }
     reclaimer_.clear();
@@ -389,6 +396,10 @@ class engine final : public DB, private transaction_host {
     node* persistent = nullptr;
     node_offset offset{0};
     node_offset succ{0};         // the successor written into the node
+    // A sync put's node: not written back by prepare, but by the pass that links it, whose
+    // one fence makes node and link durable together (recovery skips it if torn).
+    bool deferred = false;
+    std::uint32_t content_crc = 0;  // the node's checksum state before its version
     std::uint64_t version = 0;   // given by attach
     bool out_of_pool = false;    // prepare found the pool full
     inode* pred = nullptr;       // located: the last entry before the key
@@ -469,6 +480,8 @@ class engine final : public DB, private transaction_host {
     index_->finish_build();
     visible_version_.store(found.newest_version, std::memory_order_release);
     next_version_ = found.newest_version;
+    lease_ = found.newest_version;
+    fenced_before_ = found.newest_version;
     live_keys_.store(found.live_keys, std::memory_order_relaxed);
     keys_.store(found.keys, std::memory_order_relaxed);
     versions_.store(found.versions, std::memory_order_relaxed);
@@ -536,6 +549,7 @@ class engine final : public DB, private transaction_host {
     u.value = value;
     u.tombstone = tombstone;
     u.weak = weak;
+    u.deferred = !(weak && kWeakWindows);
     spares cleanup(*this, {&u, 1});
     const Status s = reclaiming_when_full({&u, 1}, [&] { return try_write_one(u); });
     if (s.ok()) {
@@ -567,7 +581,7 @@ class engine final : public DB, private transaction_host {
       locate(u);
       if (Status s = prepare(u, true); !s.ok()) return s;
       index_->prepare_insert();  // this thread's pass may insert other writers' keys too
-      io::fence();
+      if (!u.deferred) io::fence();
       const slot_state outcome = attach({&u, nullptr});
       if (outcome == slot_state::done) return Status::OK();
       if (outcome == slot_state::exhausted) return exhausted_versions();
@@ -659,7 +673,8 @@ class engine final : public DB, private transaction_host {
 
   // Allocates and fills the persistent node (first call), points it at the located
   // successor, and takes the DRAM attach will need (only what the located key needs if
-  // `lean`, else both kinds, so that attach never allocates). The caller fences before
+  // `lean`, else both kinds, so that attach never allocates). Unless the node is deferred
+  // (a sync put's: its pass writes it back), writes it back, and the caller fences before
   // advertising it.
   Status prepare(update& u, bool lean) {
     // A retry (the node exists) reads the pool: the hint may be what failed.
@@ -671,17 +686,19 @@ class engine final : public DB, private transaction_host {
         return s;
       }
       node* n = at(u.offset);
-      io::put(n->next, offset_word(succ, in_node(u.offset, word_field::next)));
+      recovery_t::init_link(n, u.offset, succ);
       io::put(n->version, uncommitted_word(in_node(u.offset, word_field::version)));
-      io::put(n->sizes, sizes_word(u.offset, u.key, u.value,
-                                   u.tombstone ? std::uint64_t{kTombstone} : 0));
+      const std::uint64_t sizes =
+          pack_sizes(u.key.size(), u.value.size(), u.tombstone ? std::uint64_t{kTombstone} : 0);
+      u.content_crc = node_content_crc(u.offset, sizes, u.key, u.value);
+      io::put(n->sizes, checked_sizes(sizes, u.content_crc, kUnassigned));
       io::put_bytes(n->body(), u.key.data(), u.key.size());
       io::put_bytes(n->body() + u.key.size(), u.value.data(), u.value.size());
-      io::flush(n, size);
+      if (!u.deferred) io::flush(n, size);
       u.persistent = n;
     } else if (succ != u.succ) {
-      io::put(u.persistent->next, offset_word(succ, in_node(u.offset, word_field::next)));
-      io::flush(u.persistent->next);
+      recovery_t::init_link(u.persistent, u.offset, succ);
+      if (!u.deferred) io::flush(u.persistent->next);
     }
     u.succ = succ;
     if ((u.entry != nullptr || !lean) && u.displaced == nullptr) {
@@ -725,6 +742,7 @@ class engine final : public DB, private transaction_host {
   // REQUIRES: the combiner lock.
   bool attach_one(update& u) {
     const std::uint64_t version = next_version_ + 1;
+    lease(version);
     const bool weak = u.weak && kWeakWindows;
     if (weak) {
       enter_weak_window(kWordsPerUpdate);
@@ -754,6 +772,7 @@ class engine final : public DB, private transaction_host {
       open_window();
     }
     const std::uint64_t version = next_version_ + 1;
+    lease(version);
     for (update& u : updates) {
       if (link(u, version, !weak)) continue;
       // Stale neighbours: nothing else moves under the lock, so one retry suffices.
@@ -778,11 +797,38 @@ class engine final : public DB, private transaction_host {
   // REQUIRES: the combiner lock.
   void end_pass() {
     if (group_unfenced_) {
+      note_fenced(fenced_before_);  // what earlier passes fenced: durable with this fence
       io::fence();
       group_unfenced_ = false;
+      fenced_before_ = next_version_;
     }
     io::hand_off();  // covers the slots' `done` too
     visible_version_.store(next_version_, std::memory_order_release);
+  }
+
+  // Every link to a version up to `v` is durable with its node (REQUIRES: a fence since
+  // they were linked, and the combiner lock): recovery may trust those links (layout
+  // invariant (3)). Written back, made durable by the caller's next fence: until then
+  // recovery checks their nodes as it checks the newest ones. A pass notes what earlier
+  // passes fenced, before its own fence, so that the word costs no fence of its own.
+  void note_fenced(std::uint64_t v) {
+    if (fenced_ == v) return;
+    fenced_ = v;
+    root_t& r = root_ref();
+    io::put(r.fenced, version_word(fenced_, in_root(word_field::fenced)));
+    io::flush(r.fenced);
+  }
+
+  // Before `version` is assigned: if it is above the durable lease, the lease moves ahead by
+  // kLeaseStep, fenced (once every kLeaseStep versions), so that a version is never assigned
+  // twice, not even after a crash (layout invariant (4)). REQUIRES: the combiner lock.
+  void lease(std::uint64_t version) {
+    if (version <= lease_) return;
+    lease_ = std::min(version + kLeaseStep, kMaxVersion);
+    root_t& r = root_ref();
+    io::put(r.lease, version_word(lease_, in_root(word_field::lease)));
+    io::flush(r.lease);
+    io::fence();
   }
 
   // ---- weak writes: the window ---------------------------------------------------------
@@ -863,7 +909,10 @@ class engine final : public DB, private transaction_host {
 
   template <class Word>
   void note(const Word& w) {
-    weak_words_.push_back({w.address(), sizeof(Word)});  // within the reserved capacity
+    note_range(w.address(), sizeof(Word));
+  }
+  void note_range(const void* p, std::size_t n) {
+    weak_words_.push_back({p, n});  // within the reserved capacity
   }
 
   // Validates the located neighbours and the prepared successor, then links the node into
@@ -878,14 +927,23 @@ class engine final : public DB, private transaction_host {
     }
     if (entry != nullptr && entry->removed.load(std::memory_order_relaxed)) return false;
     if (successor_of(u) != u.succ) return false;
+    // The checksum covers the version; in line order, the version word comes last.
+    io::put(u.persistent->sizes,
+            checked_sizes(pack_sizes(u.key.size(), u.value.size(),
+                                     u.tombstone ? std::uint64_t{kTombstone} : 0),
+                          u.content_crc, version));
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     const auto& link_word = recovery_t::store_link(*storage_, node_offset{pred->tail_pnode()},
-                                                   u.offset);
+                                                   u.offset, version);
     if (write_back) {
-      io::flush(u.persistent->version);
+      if (u.deferred) {
+        io::flush(u.persistent, node::size_for(u.key.size(), u.value.size()));  // with its version
+      } else {
+        io::flush(&u.persistent->version, 2 * sizeof(u.persistent->version));  // and sizes
+      }
       io::flush(link_word);
     } else {
-      note(u.persistent->version);
+      note_range(&u.persistent->version, 2 * sizeof(u.persistent->version));  // and sizes
       note(link_word);
     }
     const version_ref v{version, u.offset.value, static_cast<std::uint32_t>(u.value.size()),
@@ -1034,7 +1092,7 @@ class engine final : public DB, private transaction_host {
     if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == v.value_size &&
         ((flags_of(sizes) & kTombstone) != 0) == v.tombstone &&
         node_check_of(sizes) ==
-            node_checksum(node_offset{v.pnode}, sizes.bits, key, value_of(n, v))) {
+            node_checksum(node_offset{v.pnode}, sizes.bits, key, value_of(n, v), v.version)) {
       return Status::OK();
     }
     return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(v.pnode) +
@@ -1069,7 +1127,8 @@ class engine final : public DB, private transaction_host {
   static constexpr unsigned kCheckEvery = 16;    // combining passes between watermark checks
   // Weak windows exist in manual mode only: in automatic mode every store is durable.
   static constexpr bool kWeakWindows = M::explicit_flushes;
-  static constexpr std::size_t kWordsPerUpdate = 2;  // its version word and its link
+  static constexpr std::size_t kWordsPerUpdate = 2;  // its version and size words, its link
+  static constexpr std::uint64_t kLeaseStep = 4096;  // versions a lease fence covers
   // The words a weak window notes at most: then it is closed (its writes made durable), so
   // that waiting writes take bounded DRAM and recovery drops a bounded number of them.
   static constexpr std::size_t kWeakWords = 8192;
@@ -1086,6 +1145,9 @@ class engine final : public DB, private transaction_host {
   // visible_version_, which every pass writes anyway: the others cost them no more misses.
   alignas(64) std::atomic<std::uint64_t> visible_version_{0};
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
+  std::uint64_t lease_ = 0;         // the root's durable lease; the combiner's
+  std::uint64_t fenced_ = UINT64_MAX;  // the root's fenced version as last stored; the combiner's
+  std::uint64_t fenced_before_ = 0;   // the versions end_pass fenced so far; the combiner's
   // The combiner's: the pass linked sync puts it has not fenced yet.
   bool group_unfenced_ = false;
   unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's

@@ -9,12 +9,22 @@
 //
 // Invariants (of the durable list, between any two persistence events):
 //  (1) The list from the root's head sentinel is sorted by key ascending, then version
-//      descending; every node's successor offset is durable before any link to the node.
-//  (2) A node's key, value, size word (with its checksum) and successor are durable before
-//      the node is linked.
-//  (3) A node's version is the uncommitted marker until the combiner assigns it; a linked node
+//      descending.
+//  (2) Every link (a node's successor word) is written with its companions in the same cache
+//      line, in this order: `prior` (the successor it replaces), `link_version` (the version
+//      of the node it will name), then the successor. A line reaches memory as a prefix of
+//      its stores, so a durable successor comes with its durable prior and link_version.
+//  (3) A node named by a link whose link_version is at most the root's `fenced` version is
+//      whole in the durable image. A node named by a newer link may be torn (a sync put's
+//      node and link are made durable by one fence): recovery takes it only if it is whole
+//      and carries that version, and otherwise follows `prior`, which names a node that was
+//      durably linked before (durable::relink in recovery.hpp).
+//  (4) No version is assigned above the root's durable `lease`, so a version is never
+//      assigned twice, even across crashes: a stale node left in a free block never carries
+//      the version a new link expects.
+//  (5) A node's version is the uncommitted marker until the combiner assigns it; a linked node
 //      whose version is still the marker belongs to a write that did not complete.
-//  (4) While batch_mode is kBatchActive, nodes with a version above commit_version belong to
+//  (6) While batch_mode is kBatchActive, nodes with a version above commit_version belong to
 //      a batch that did not complete.
 #pragma once
 
@@ -80,7 +90,8 @@ inline constexpr std::uint64_t kCheckMask = (std::uint64_t{1} << 15) - 1;
 
 // Which word of its holder a word is. Stored in the pool (in checks): do not renumber.
 enum class word_field : std::uint64_t { next = 1, version = 2, head = 3, commit_version = 4,
-                                        batch_mode = 5 };
+                                        batch_mode = 5, prior = 6, link_version = 7, fenced = 8,
+                                        lease = 9 };
 // Where a word lives: the offset of the node that holds it, or kRootHolder for the root's.
 struct word_place {
   std::uint64_t holder;
@@ -151,7 +162,7 @@ constexpr std::optional<node_offset> read_offset_word(stored_offset w, word_plac
 //
 // bits 0-12 key size (1 .. 4096), bits 13-33 value size (0 .. 2^20), bit 34 tombstone,
 // bit 35 zero, bits 36-62 the node's checksum: the low 27 bits of a CRC-32C over the size
-// word's bits 0-35 (as 8 bytes), the key and the value. Every single flipped bit of a node
+// word's bits 0-35 (as 8 bytes), the key, the value and the version (below). Every single flipped bit of a node
 // of any size is detected (test: ChecksumTest.EverySingleBitErrorChangesTheNodeChecksum);
 // other damage passes with probability 2^-27.
 // Stored in the pool: do not renumber.
@@ -173,35 +184,62 @@ constexpr std::size_t value_size_of(word63 w) { return (w.bits >> kValueSizeShif
 constexpr std::uint64_t flags_of(word63 w) { return (w.bits >> kFlagsShift) & 0x3; }
 constexpr std::uint64_t node_check_of(word63 w) { return w.bits >> kNodeCheckShift; }
 
-// The checksum of a node's immutable content: its place (the node's offset), its sizes
-// (bits 0-35 of the size word), then its key and value bytes (which follow each other in
-// the node). A node copied to another place does not pass.
-inline std::uint64_t node_checksum(node_offset at, std::uint64_t sizes, std::string_view key,
-                                   std::string_view value) {
+// The checksum of a node: its place (the node's offset), its sizes (bits 0-35 of the size
+// word), its key and value bytes (which follow each other in the node), then its version.
+// A node copied to another place does not pass, and neither does a node whose lines come
+// from two writes to the same block: versions are never assigned twice (layout invariant
+// (4)), so the lines of an earlier node there, even of the same key and value, do not
+// match the version of a later one. Until the combiner assigns the version, the checksum
+// covers kUnassigned in its place; the combiner rewrites it with the version.
+inline constexpr std::uint64_t kUnassigned = kPayloadMask;
+// The checksum's state after the content, before the version (prepare keeps it for attach).
+inline std::uint32_t node_content_crc(node_offset at, std::uint64_t sizes, std::string_view key,
+                                      std::string_view value) {
   std::uint32_t c = crc32c_word(crc32c_word(0xffffffffu, at.value), sizes & kSizesMask);
   if (value.data() == key.data() + key.size()) {  // in the node: one pass over both
-    return crc32c(c, key.data(), key.size() + value.size()) & kNodeCheckMask;
+    return crc32c(c, key.data(), key.size() + value.size());
   }
   c = crc32c(c, key.data(), key.size());
-  return crc32c(c, value.data(), value.size()) & kNodeCheckMask;
+  return crc32c(c, value.data(), value.size());
 }
-// The size word of the node at `at` holding `key` and `value`.
+inline std::uint64_t node_check(std::uint32_t content_crc, std::uint64_t version) {
+  return crc32c_word(content_crc, version) & kNodeCheckMask;
+}
+inline std::uint64_t node_checksum(node_offset at, std::uint64_t sizes, std::string_view key,
+                                   std::string_view value, std::uint64_t version) {
+  return node_check(node_content_crc(at, sizes, key, value), version);
+}
+// The size word of sizes (bits 0-35) with the checksum of content `content_crc` at `version`.
+inline word63 checked_sizes(std::uint64_t sizes, std::uint32_t content_crc,
+                            std::uint64_t version) {
+  return {(sizes & kSizesMask) | (node_check(content_crc, version) << kNodeCheckShift)};
+}
+// The size word of the node at `at` holding `key` and `value`, at `version`.
 inline word63 sizes_word(node_offset at, std::string_view key, std::string_view value,
-                         std::uint64_t flags) {
+                         std::uint64_t flags, std::uint64_t version) {
   const std::uint64_t sizes = pack_sizes(key.size(), value.size(), flags);
-  return {sizes | (node_checksum(at, sizes, key, value) << kNodeCheckShift)};
+  return checked_sizes(sizes, node_content_crc(at, sizes, key, value), version);
 }
+
+// A node's first three words (successor, prior, link_version) always share one cache line:
+// a node takes at least kMinNodeBytes, so its block is 64-byte aligned (the heap aligns every
+// block larger than 48 bytes to 64) and its header starts a line.
+inline constexpr std::size_t kMinNodeBytes = 64;
 
 template <class Policy>
 struct pnode {
   flit::persist<stored_offset, Policy> next;  // offset_word(successor in the list)
-  flit::persist<word63, Policy> version;      // uncommitted_word until attached
-  flit::persist<word63, Policy> sizes;        // sizes_word(key, value, flags, body)
+  flit::persist<stored_offset, Policy> prior;  // offset_word(the successor `next` replaced)
+  flit::persist<word63, Policy> link_version;  // version_word(version of the node `next` names)
+  flit::persist<word63, Policy> version;       // uncommitted_word until attached
+  flit::persist<word63, Policy> sizes;         // sizes_word(key, value, flags, body)
   // Followed by the key bytes, then the value bytes.
 
   static constexpr std::size_t header_size() { return sizeof(pnode); }
+  // The bytes a node takes in the heap (at least kMinNodeBytes; see above).
   static constexpr std::size_t size_for(std::size_t key_size, std::size_t value_size) {
-    return sizeof(pnode) + key_size + value_size;
+    const std::size_t bytes = sizeof(pnode) + key_size + value_size;
+    return bytes < kMinNodeBytes ? kMinNodeBytes : bytes;
   }
   char* body() { return reinterpret_cast<char*>(this) + sizeof(pnode); }
   const char* body() const { return reinterpret_cast<const char*>(this) + sizeof(pnode); }
@@ -215,6 +253,9 @@ struct root {
   flit::persist<word63, Policy> commit_version;  // version_word(newest before the batch)
   flit::persist<word63, Policy> batch_mode;      // kBatchIdle, or kBatchActive while a batch
                                                  // is being attached
+  flit::persist<word63, Policy> fenced;  // version_word(v): every link to a version <= v is
+                                         // durable with its node (layout invariant (3))
+  flit::persist<word63, Policy> lease;   // version_word(v): no version above v is assigned
 };
 
 // The root's format word. Stored in the pool: bump kFormat when the layout changes. The
@@ -222,8 +263,11 @@ struct root {
 // damaged format word is reported, never taken for a new store.
 inline constexpr std::uint64_t kFormatBlank = 0;  // created, never initialised
 inline constexpr std::uint64_t kFormatInitialising = 0x494e4954464b56;  // "VKFTINI": started
-inline constexpr std::uint64_t kFormat = 0x3256544e494c46;  // "FLINTV2": this layout
-inline constexpr std::uint64_t kFormatVersion = 2;          // what messages call it
+inline constexpr std::uint64_t kFormat = 0x3356544e494c46;  // "FLINTV3": this layout
+inline constexpr std::uint64_t kFormatVersion = 3;          // what messages call it
+// The formats before this one, which this build refuses with a message that names them
+// (format 2: nodes of three words, no prior or link_version, no fenced or lease words).
+inline constexpr std::uint64_t kFormatV2 = 0x3256544e494c46;  // "FLINTV2"
 // The batch_mode word.
 inline constexpr word63 kBatchIdle = version_word(0, in_root(word_field::batch_mode));
 inline constexpr word63 kBatchActive = version_word(1, in_root(word_field::batch_mode));
@@ -262,6 +306,8 @@ static_assert(!read_offset_word({0}, kSomePlace).has_value(), "a zeroed offset i
 static_assert(!checked_payload(0, in_root(word_field::head)).has_value());
 static_assert(!checked_payload(0, in_root(word_field::commit_version)).has_value());
 static_assert(!checked_payload(0, in_root(word_field::batch_mode)).has_value());
+static_assert(!checked_payload(0, in_root(word_field::fenced)).has_value());
+static_assert(!checked_payload(0, in_root(word_field::lease)).has_value());
 static_assert(distance(kFormat, kFormatBlank) > 1 && distance(kFormat, kFormatInitialising) > 1 &&
               distance(kFormatInitialising, kFormatBlank) > 1 && distance(kFormat, 1) > 1);
 static_assert(distance(kBatchIdle.bits, kBatchActive.bits) > 1);
@@ -273,12 +319,17 @@ template <class Policy>
 constexpr bool layout_pinned() {
   constexpr std::size_t w = sizeof(flit::persist<word63, Policy>);
   static_assert(w == 8 || w == 16);
-  static_assert(sizeof(pnode<Policy>) == 3 * w);
-  static_assert(sizeof(root<Policy>) == 4 * w);
+  static_assert(sizeof(pnode<Policy>) == 5 * w);
+  static_assert(sizeof(root<Policy>) == 6 * w);
   static_assert(std::is_standard_layout_v<pnode<Policy>>);
   static_assert(offsetof(pnode<Policy>, next) == 0);
-  static_assert(offsetof(pnode<Policy>, version) == w);
-  static_assert(offsetof(pnode<Policy>, sizes) == 2 * w);
+  static_assert(offsetof(pnode<Policy>, prior) == w);
+  static_assert(offsetof(pnode<Policy>, link_version) == 2 * w);
+  static_assert(offsetof(pnode<Policy>, version) == 3 * w);
+  static_assert(offsetof(pnode<Policy>, sizes) == 4 * w);
+  // The link's three words share the first line of a 64-byte-aligned node (invariant (2)).
+  static_assert(offsetof(pnode<Policy>, link_version) + w <= 64);
+  static_assert(kMinNodeBytes > 48);
   return true;
 }
 

@@ -4,9 +4,9 @@
 //  manual     The FlintKV placement. Persistent words are accessed with private
 //             v-instructions (only one thread touches a node or link at a time: the preparing
 //             worker, then the combiner under its lock, or recovery), and the engine issues
-//             the write-backs and fences itself at the points the algorithm needs: node body
-//             and successor written back and fenced in prepare, version and link written back
-//             and fenced once in attach.
+//             the write-backs and fences itself at the points the algorithm needs: a sync
+//             put's node, version and link written back in attach and fenced once per pass;
+//             a weak write's or batch's node written back and fenced in prepare.
 //  automatic  Every persistent access is a shared p-instruction and the engine issues no
 //             flush of its own: durability follows from the P-V interface alone (every store
 //             is persisted before the next shared store and before the operation completes).
@@ -43,6 +43,9 @@ namespace internal {
 
 template <class Policy, class Mode>
 struct durable {
+  // A link keeps the successor it replaces (recovery.hpp, store_link). Only a test's broken
+  // engine says otherwise.
+  static constexpr bool keeps_prior = true;
   // A store to a persistent word.
   template <class Word, class T>
   static void put(Word& w, T v) {

@@ -38,7 +38,8 @@
 // Persistence (one fence per pass):
 //  (1) Unlink: each run of dropped versions of a key is skipped by one successor word (of
 //      the version kept before it); a removed key's predecessor (the previous key's oldest
-//      version) skips its node. Each is one self-checking word written back.
+//      version) skips its node. Each is one link (store_link: prior, link_version and
+//      successor, in one line) written back.
 //  (2) durable::before_free(): the unlinks are durable before any block is freed, so a
 //      freed block is never linked in the durable list, and a crash leaves each run either
 //      linked (recovery rebuilds it, and a later pass drops it again) or not.
@@ -342,7 +343,10 @@ class reclaimer {
   }
 
   node_offset successor(node_offset off) const { return list::successor(storage_, off); }
-  void link(node_offset from, node_offset to) { list::link(storage_, from, to); }
+  // Links `from` to `to`, recording `to`'s version (read from the pool if not given).
+  void link(node_offset from, node_offset to, std::optional<std::uint64_t> version = {}) {
+    list::link(storage_, from, to, version ? *version : list::version_of(storage_, to));
+  }
 
   // A pass touches, per key, its entry and its oldest node (whose successor the unlink
   // takes, and whose version word gets the marker): nearly always two cache misses. The
@@ -399,7 +403,7 @@ class reclaimer {
       if (in_flight || read_between(readers, r->version, newer)) {
         for_readers = for_readers || !in_flight;
         if (in_run) {
-          link(kept, node_offset{r->pnode});  // (1)
+          link(kept, node_offset{r->pnode}, r->version);  // (1)
           kept_link->store(r, std::memory_order_release);
           in_run = false;
         }

@@ -9,8 +9,13 @@
 // Invariants (what validate() guarantees when it returns OK):
 //  (1) The root's words are intact, its format is this layout's (or the store is blank, and
 //      then the heap was never used).
-//  (2) Every node reachable from the head has intact words and checksum, lies in the heap,
-//      and occupies a block whose chunk tag describes a block of its size.
+//  (2) Every node the walk keeps or drops has intact words and checksum, lies in the heap,
+//      and occupies a block whose chunk tag describes a block of its size. A link newer than
+//      the root's `fenced` version (layout invariant (3)) is followed only to a whole node
+//      of the version it names; otherwise (a sync put's node torn by the crash, or its
+//      link durable before its version word) the walk follows the link's `prior`, which a
+//      crash cannot have torn, and the node is dropped unread. Older links name whole nodes,
+//      or the store is damaged.
 //  (3) The list is ordered by (key ascending, version descending), strictly among the nodes
 //      it keeps; a node it drops (the uncommitted marker, or a version above commit_version
 //      of an unfinished batch or weak window) counts as newer than every version, and the
@@ -66,13 +71,19 @@ class recovery {
     std::uint64_t format = kFormatBlank;
     node_offset head{0};
     std::uint64_t versions = 0, keys = 0, live_keys = 0, uncommitted = 0;
-    std::uint64_t newest_version = 0;  // of committed nodes and the root's commit_version
+    // Of committed nodes, the root's commit_version and its lease: the version the engine
+    // goes on from (no version at or below it is assigned again).
+    std::uint64_t newest_version = 0;
     bool batch_in_progress = false;
   };
 
   // The writes recovery makes once the store validated.
   struct plan {
-    std::vector<std::pair<node_offset, node_offset>> link_around;  // predecessor, successor
+    struct around {
+      node_offset pred, succ;
+      std::uint64_t succ_version;
+    };
+    std::vector<around> link_around;
     std::vector<node_offset> dead;   // nodes of an unfinished batch: marked uncommitted
     std::vector<node_offset> reset;  // nodes with placement metadata in the pool
     bool reset_root = false;
@@ -109,6 +120,11 @@ class recovery {
       return Status::OK();
     }
     if (out->format != kFormat) {
+      if (out->format == kFormatV2) {
+        return Status::InvalidArgument(
+            s.path() + ": a store of layout format 2 (an earlier FlintKV); this build reads "
+            "format " + std::to_string(kFormatVersion));
+      }
       if (out->format < 16) {
         return Status::InvalidArgument(
             s.path() + ": a store of layout format " + std::to_string(out->format) +
@@ -119,7 +135,7 @@ class recovery {
     }
 
     // The root's other words.
-    for (const auto* w : {&r.commit_version, &r.batch_mode}) {
+    for (const auto* w : {&r.commit_version, &r.batch_mode, &r.fenced, &r.lease}) {
       if (w->needs_reset()) repairs->reset_root = true;
     }
     if (r.head.needs_reset()) repairs->reset_root = true;
@@ -134,7 +150,15 @@ class recovery {
                  "damaged word " + std::to_string(batch.bits));
     }
     out->batch_in_progress = batch == kBatchActive;
-    out->newest_version = commit.version;
+    const stored_version fenced = read_version_word(read(r.fenced), in_root(word_field::fenced));
+    if (fenced.kind != version_kind::committed) {
+      return bad("the root's fenced version", root_at(&r.fenced), "damaged word");
+    }
+    const stored_version lease = read_version_word(read(r.lease), in_root(word_field::lease));
+    if (lease.kind != version_kind::committed) {
+      return bad("the root's version lease", root_at(&r.lease), "damaged word");
+    }
+    out->newest_version = std::max(commit.version, lease.version);
     const auto head = read_offset_word(read(r.head), in_root(word_field::head));
     if (!head || !s.contains(*head, node::size_for(0, 0))) {
       return bad("the root's head offset", root_at(&r.head), "damaged or outside the heap");
@@ -143,13 +167,15 @@ class recovery {
 
     // The head sentinel: a node with no key, version 0.
     const node* h = static_cast<const node*>(s.pointer(*head));
-    if (read(h->sizes) != sizes_word(*head, {}, {}, 0) ||
+    if (read(h->sizes) != sizes_word(*head, {}, {}, 0, 0) ||
         read(h->version) != version_word(0, in_node(*head, word_field::version))) {
       return bad("the head node", head->value, "damaged size or version word");
     }
     if (needs_reset(*h)) repairs->reset.push_back(*head);
     s.mark_live(*head, node::size_for(0, 0));
     visitor.head(*head);
+    std::optional<link_words> from = read_link(h, *head);
+    if (!from) return bad("the head node", head->value, "damaged successor, prior or link version");
 
     // The list. Bounded twice: the order is strict (no cycle), and no more nodes than fit.
     const std::uint64_t max_nodes = s.heap_bytes() / kNodeAlignment;
@@ -159,15 +185,26 @@ class recovery {
     std::string_view prev_key;     // of the previous node, kept or not
     std::uint64_t prev_rank = 0;   // its version; a node dropped ranks above all
     std::string_view kept_key;     // of the last node kept
-    std::optional<node_offset> off =
-        read_offset_word(read(h->next), in_node(*head, word_field::next));
-    if (!off) return bad("the head node", head->value, "damaged successor offset");
+    std::optional<node_offset> off = from->next;
+    bool trusted = false;  // `off` is a prior: named by a link that was durable before
     while (off->value != 0) {
       const std::string after =
           count == 0 ? "the first node" : "the node after key '" + printable(prev_key) + "'";
       if (++count > max_nodes) {
         return bad("node", off->value, "the list has more nodes than the heap can hold");
       }
+      if (!trusted && from->version > fenced.version &&
+          !whole(s, *off, from->version)) {
+        // A link the last fences may not have covered, to a node that is not the one it
+        // was written for: the write did not complete. Its predecessor's prior names the
+        // node that followed before it.
+        ++out->uncommitted;
+        skipping = true;
+        off = from->prior;
+        trusted = true;
+        continue;
+      }
+      trusted = false;
       if (!s.contains(*off, node::header_size())) {
         return bad("node", off->value, after + " lies outside the heap");
       }
@@ -181,23 +218,27 @@ class recovery {
         return bad("node", off->value, after + ": damaged size word " + std::to_string(sizes.bits));
       }
       const std::string_view key(n->body(), ks);
-      if (node_check_of(sizes) != node_checksum(*off, sizes.bits, key, {n->body() + ks, vs})) {
-        return bad("node", off->value, after + ": checksum mismatch (its key or value is damaged)");
-      }
       const stored_version version =
           read_version_word(read(n->version), in_node(*off, word_field::version));
       if (version.kind == version_kind::damaged) {
         return bad("node", off->value, "key '" + printable(key) + "': damaged version word");
       }
-      const std::optional<node_offset> next =
-          read_offset_word(read(n->next), in_node(*off, word_field::next));
-      if (!next) {
-        return bad("node", off->value, "key '" + printable(key) + "': damaged successor offset");
+      // An uncommitted node is dropped: its checksum may cover its version already, or not.
+      if (version.kind == version_kind::committed &&
+          node_check_of(sizes) !=
+              node_checksum(*off, sizes.bits, key, {n->body() + ks, vs}, version.version)) {
+        return bad("node", off->value, after + ": checksum mismatch (its key or value is damaged)");
       }
+      const std::optional<link_words> link = read_link(n, *off);
+      if (!link) {
+        return bad("node", off->value,
+                   "key '" + printable(key) + "': damaged successor, prior or link version");
+      }
+      const node_offset next = link->next;
       // The walk is a pointer chase through the pool: request the successor's line now, so
       // that its miss overlaps the work on this node. (Only offsets inside the heap: the
       // pointer arithmetic of a garbage offset is itself undefined.)
-      if (s.contains(*next, node::header_size())) __builtin_prefetch(s.pointer(*next));
+      if (s.contains(next, node::header_size())) __builtin_prefetch(s.pointer(next));
       const bool uncommitted = version.kind == version_kind::uncommitted ||
                                (out->batch_in_progress && version.version > commit.version);
       const std::uint64_t rank = uncommitted ? UINT64_MAX : version.version;
@@ -216,7 +257,7 @@ class recovery {
         skipping = true;
       } else {
         if (skipping) {
-          repairs->link_around.push_back({prev_off, *off});
+          repairs->link_around.push_back({prev_off, *off, version.version});
           skipping = false;
         }
         if (out->versions == 0 || compare_keys(kept_key, key) != 0) {
@@ -232,9 +273,10 @@ class recovery {
       }
       prev_key = key;
       prev_rank = rank;
+      from = link;
       off = next;
     }
-    if (skipping) repairs->link_around.push_back({prev_off, node_offset{0}});
+    if (skipping) repairs->link_around.push_back({prev_off, node_offset{0}, 0});
     repairs->clear_batch = out->batch_in_progress;
     return s.finish_recovery();
   }
@@ -250,15 +292,19 @@ class recovery {
       r.head.reset_metadata();
       r.commit_version.reset_metadata();
       r.batch_mode.reset_metadata();
+      r.fenced.reset_metadata();
+      r.lease.reset_metadata();
     }
     for (node_offset off : repairs.reset) {
       node* n = at(off);
       n->next.reset_metadata();
+      n->prior.reset_metadata();
+      n->link_version.reset_metadata();
       n->version.reset_metadata();
       n->sizes.reset_metadata();
     }
     for (node_offset off : repairs.dead) mark_uncommitted(s, off);
-    for (auto [pred, succ] : repairs.link_around) link(s, pred, succ);
+    for (const auto& a : repairs.link_around) link_around(s, a.pred, a.succ, a.succ_version);
     if (!repairs.dead.empty() || !repairs.link_around.empty()) io::fence();
     if (repairs.clear_batch) {
       io::put(r.batch_mode, kBatchIdle);
@@ -275,19 +321,55 @@ class recovery {
     const auto next = read_offset_word(io::get(n->next), in_node(off, word_field::next));
     return next ? *next : node_offset{0};
   }
-  // Points the node at `from` to `to`: written back, not fenced.
+  // The committed version of the node at `off` (0 for the list's end or a word that does
+  // not check itself: what a link to it records as its link_version).
   template <recovery_storage Storage>
-  static void link(Storage& s, node_offset from, node_offset to) {
-    io::flush(store_link(s, from, to));
+  static std::uint64_t version_of(const Storage& s, node_offset off) {
+    if (off.value == 0) return 0;
+    const node* n = static_cast<const node*>(s.pointer(off));
+    const stored_version v =
+        read_version_word(io::get(n->version), in_node(off, word_field::version));
+    return v.kind == version_kind::committed ? v.version : 0;
   }
-  // Points the node at `from` to `to` and returns the word it stored: neither written back
-  // nor fenced (a weak write's link, written back when its window closes).
+  // Points the node at `from` to `to`, whose version is `version`: written back, not fenced.
+  template <recovery_storage Storage>
+  static void link(Storage& s, node_offset from, node_offset to, std::uint64_t version) {
+    io::flush(store_link(s, from, to, version));
+  }
+  // Points the node at `from` to `to` and returns its successor word, whose line holds the
+  // three words stored: neither written back nor fenced (a weak write's link, written back
+  // when its window closes). In line order (layout invariant (2)): prior = the successor
+  // replaced (durably linked, so a crash that tears `to` leaves a way past it), then
+  // link_version = `version`, then the successor.
   template <recovery_storage Storage>
   static const flit::persist<stored_offset, Policy>& store_link(Storage& s, node_offset from,
-                                                          node_offset to) {
+                                                                node_offset to,
+                                                                std::uint64_t version) {
     node* n = static_cast<node*>(s.pointer(from));
+    if (io::keeps_prior) {
+      io::put(n->prior, offset_word(successor(s, from), in_node(from, word_field::prior)));
+    }
+    io::put(n->link_version, version_word(version, in_node(from, word_field::link_version)));
     io::put(n->next, offset_word(to, in_node(from, word_field::next)));
     return n->next;
+  }
+  // Recovery's link past dropped nodes: prior and successor = `to` first, then its version.
+  // Every prefix of these stores leaves a walk that reaches `to`: while link_version still
+  // names the dropped node's version, `to` is not that version and the walk takes the prior.
+  template <recovery_storage Storage>
+  static void link_around(Storage& s, node_offset from, node_offset to, std::uint64_t version) {
+    node* n = static_cast<node*>(s.pointer(from));
+    io::put(n->prior, offset_word(to, in_node(from, word_field::prior)));
+    io::put(n->next, offset_word(to, in_node(from, word_field::next)));
+    io::put(n->link_version, version_word(version, in_node(from, word_field::link_version)));
+    io::flush(n->next);
+  }
+  // A new node's link words before it is linked: successor and prior `to`, link version 0
+  // (its successor is durably linked: no crash tears it).
+  static void init_link(node* n, node_offset at, node_offset to) {
+    io::put(n->next, offset_word(to, in_node(at, word_field::next)));
+    io::put(n->prior, offset_word(to, in_node(at, word_field::prior)));
+    io::put(n->link_version, version_word(0, in_node(at, word_field::link_version)));
   }
   // Gives the node at `off` its uncommitted marker (it is no version any more): written
   // back, not fenced.
@@ -310,13 +392,15 @@ class recovery {
     node_offset head{0};
     if (Status st = s.allocate(node::size_for(0, 0), &head); !st.ok()) return st;
     node* h = static_cast<node*>(s.pointer(head));
-    io::put(h->next, offset_word(node_offset{0}, in_node(head, word_field::next)));
+    init_link(h, head, node_offset{0});
     io::put(h->version, version_word(0, in_node(head, word_field::version)));
-    io::put(h->sizes, sizes_word(head, {}, {}, 0));
+    io::put(h->sizes, sizes_word(head, {}, {}, 0, 0));
     io::flush(h, node::size_for(0, 0));
     io::put(r.head, offset_word(head, in_root(word_field::head)));
     io::put(r.commit_version, version_word(0, in_root(word_field::commit_version)));
     io::put(r.batch_mode, kBatchIdle);
+    io::put(r.fenced, version_word(0, in_root(word_field::fenced)));
+    io::put(r.lease, version_word(0, in_root(word_field::lease)));
     io::flush(&r, sizeof(root_t));
     io::fence();
     io::put(r.format, word63{kFormat});  // last: the store is initialised
@@ -352,7 +436,42 @@ class recovery {
     return w.load(flit::volatile_, flit::private_);
   }
   static bool needs_reset(const node& n) {
-    return n.next.needs_reset() || n.version.needs_reset() || n.sizes.needs_reset();
+    return n.next.needs_reset() || n.prior.needs_reset() || n.link_version.needs_reset() ||
+           n.version.needs_reset() || n.sizes.needs_reset();
+  }
+
+  // A node's link words, each checked.
+  struct link_words {
+    node_offset next, prior;
+    std::uint64_t version;  // link_version: the version of the node `next` names
+  };
+  static std::optional<link_words> read_link(const node* n, node_offset at) {
+    const auto next = read_offset_word(read(n->next), in_node(at, word_field::next));
+    const auto prior = read_offset_word(read(n->prior), in_node(at, word_field::prior));
+    const stored_version v =
+        read_version_word(read(n->link_version), in_node(at, word_field::link_version));
+    if (!next || !prior || v.kind != version_kind::committed) return std::nullopt;
+    return link_words{*next, *prior, v.version};
+  }
+
+  // True if the node at `off` is whole and committed at `version`: what a link of that
+  // version was written for. Reads only inside the heap; reports nothing.
+  template <recovery_storage Storage>
+  static bool whole(const Storage& s, node_offset off, std::uint64_t version) {
+    if (!s.contains(off, node::header_size())) return false;
+    const node* n = static_cast<const node*>(s.pointer(off));
+    const stored_version v = read_version_word(read(n->version), in_node(off, word_field::version));
+    if (v.kind != version_kind::committed || v.version != version) return false;
+    const word63 sizes = read(n->sizes);
+    const std::size_t ks = key_size_of(sizes), vs = value_size_of(sizes);
+    if (ks == 0 || ks > kMaxKeySize || vs > kMaxValueSize ||
+        !s.contains(off, node::size_for(ks, vs))) {
+      return false;
+    }
+    // Its link words share the version word's line and were stored before it: if the
+    // version is there, they are too, and damage to them is reported by the walk.
+    return node_check_of(sizes) == node_checksum(off, sizes.bits, {n->body(), ks},
+                                                 {n->body() + ks, vs}, version);
   }
 };
 

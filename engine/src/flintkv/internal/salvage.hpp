@@ -156,7 +156,7 @@ class salvage {
         read_version_word(read(n->version), in_node({off}, word_field::version));
     p.next = read_offset_word(read(n->next), in_node({off}, word_field::next));
     if (w == where::anywhere && version.kind == version_kind::damaged && !p.next) return p;
-    if (sizes == sizes_word({off}, {}, {}, 0) && version.kind == version_kind::committed &&
+    if (sizes == sizes_word({off}, {}, {}, 0, 0) && version.kind == version_kind::committed &&
         version.version == 0) {
       p.kind = found::sentinel;
       p.size = node::size_for(0, 0);
@@ -185,7 +185,16 @@ class salvage {
     p.size = node::size_for(ks, vs);
     p.key = std::string_view(n->body(), ks);
     const std::string_view value(n->body() + ks, vs);
-    if (node_check_of(sizes) != node_checksum({off}, sizes.bits, p.key, value)) {
+    // The checksum covers the version: a committed one; the payload of a damaged word (its
+    // check bits may be what was damaged); for the uncommitted marker, either none yet
+    // (kUnassigned) or the one the attach was assigning.
+    const std::uint64_t covered = version.kind == version_kind::committed ? version.version
+                                  : version.kind == version_kind::damaged
+                                      ? read(n->version).bits & kPayloadMask
+                                      : kUnassigned;
+    const bool uncommitted_unverified = version.kind == version_kind::uncommitted;
+    if (!uncommitted_unverified &&
+        node_check_of(sizes) != node_checksum({off}, sizes.bits, p.key, value, covered)) {
       if (version.kind == version_kind::uncommitted && w == where::block) {
         p.kind = found::uncommitted;  // a write interrupted while its node was being filled
       } else if (w == where::list || (version.kind == version_kind::committed && plausible)) {
@@ -194,7 +203,7 @@ class salvage {
       }
       return p;
     }
-    p.key_verified = true;
+    p.key_verified = !uncommitted_unverified;
     if (version.kind == version_kind::damaged) {
       p.kind = found::damaged;
       p.reason = "damaged version word";
