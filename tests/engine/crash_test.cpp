@@ -907,6 +907,14 @@ TEST(EngineCrashTest, CampaignCatchesAnEngineWhoseLinksKeepNoPrior) {
   for (const std::string& p : r.failures.front().problems) std::printf("  first: %s\n", p.c_str());
 }
 
+TEST(EngineCrashTest, MatrixCatchesAnAutomaticModeThatSkipsItsHandOffFence) {
+  // Under plain, the combiner publishes a version before its link is durable: about one
+  // image in two hundred of this cell fails; every crash point is tried until one does.
+  campaign_result r = run_broken_cell<on_model<flit::plain, skips_hand_off>>(
+      "automatic-without-hand-off", "plain", 1, 8, 8, 1000, 1);
+  EXPECT_GT(r.failed, 0u) << "a harness that passes a broken engine is broken: " << r.summary;
+}
+
 TEST(EngineHandOffTest, CatchesAnAutomaticModeThatSkipsItsHandOffFence) {
   // Under hashed, the combiner's own stores are fenced: only the writer's pending node
   // bytes are left, the case the campaigns catch least often.

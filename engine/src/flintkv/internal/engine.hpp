@@ -797,10 +797,16 @@ class engine final : public DB, private transaction_host {
   // REQUIRES: the combiner lock.
   void end_pass() {
     if (group_unfenced_) {
-      note_fenced(fenced_before_);  // what earlier passes fenced: durable with this fence
-      io::fence();
+      if constexpr (M::explicit_flushes) {
+        note_fenced(fenced_before_);  // what earlier passes fenced: durable with this fence
+        io::fence();
+        fenced_before_ = next_version_;
+      } else {
+        // Automatic mode: each writer fenced its node at its hand-off, and every p-store is
+        // durable before the next, so the pass's links name whole nodes already.
+        note_fenced(next_version_);
+      }
       group_unfenced_ = false;
-      fenced_before_ = next_version_;
     }
     io::hand_off();  // covers the slots' `done` too
     visible_version_.store(next_version_, std::memory_order_release);
