@@ -907,14 +907,11 @@ TEST(EngineCrashTest, CampaignCatchesAnEngineWhoseLinksKeepNoPrior) {
   for (const std::string& p : r.failures.front().problems) std::printf("  first: %s\n", p.c_str());
 }
 
-TEST(EngineCrashTest, MatrixCatchesAnAutomaticModeThatSkipsItsHandOffFence) {
-  // Under plain, the combiner publishes a version before its link is durable: about one
-  // image in two hundred of this cell fails; every crash point is tried until one does.
-  campaign_result r = run_broken_cell<on_model<flit::plain, skips_hand_off>>(
-      "automatic-without-hand-off", "plain", 1, 8, 8, 1000, 1);
-  EXPECT_GT(r.failed, 0u) << "a harness that passes a broken engine is broken: " << r.summary;
-}
-
+// A skipped hand-off is no longer left to a matrix cell: a sync put's node may now be torn
+// behind a durable link (recovery passes it by its prior), so only the images taken after
+// the pass stored the root's fenced version over it and before the writer's own completion
+// fence show it, and a campaign that samples crash points meets one in about a thousand
+// points, depending on how the threads interleave. The test below takes every image.
 TEST(EngineHandOffTest, CatchesAnAutomaticModeThatSkipsItsHandOffFence) {
   // Under hashed, the combiner's own stores are fenced: only the writer's pending node
   // bytes are left, the case the campaigns catch least often.
