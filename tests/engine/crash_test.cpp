@@ -628,6 +628,7 @@ struct skips_hand_off : automatic {};
 struct frees_early : manual {};
 struct closes_window_early : manual {};
 struct drops_prior : manual {};
+struct relinks_unfenced : manual {};
 
 // ---- crashes during recovery ------------------------------------------------------------
 //
@@ -856,6 +857,14 @@ struct flintkv::internal::durable<Policy, drops_prior> : durable<Policy, manual>
   static constexpr bool keeps_prior = false;
 };
 
+// The engine in manual mode whose weak window links after a node of the window not yet
+// fenced without fencing first: the link's prior then names a node that a crash may tear.
+// Built only for this test.
+template <class Policy>
+struct flintkv::internal::durable<Policy, relinks_unfenced> : durable<Policy, manual> {
+  static constexpr bool fences_unfenced_priors = false;
+};
+
 namespace {
 
 // A matrix cell run on a broken configuration, stopping at the first few failures.
@@ -897,6 +906,15 @@ TEST(EngineCrashTest, CampaignCatchesAnEngineThatFreesBeforeItsUnlinkIsDurable) 
   ASSERT_GT(r.failed, 0u) << "a harness that passes a broken engine is broken: " << r.summary;
   for (const std::string& p : r.failures.front().problems) std::printf("  first: %s\n", p.c_str());
   std::printf("  %s\n", r.failures.front().replay.c_str());
+}
+
+TEST(EngineCrashTest, CampaignCatchesAWeakWindowThatRelinksAnUnfencedNode) {
+  constexpr std::size_t kWeak = 5;
+  ASSERT_STREQ(workloads[kWeak].name, "weak");
+  campaign_result r = run_broken_cell<on_model<hashed, relinks_unfenced>>(
+      "manual-relinking-unfenced", "hashed", kWeak, 64, 16, 1000);
+  ASSERT_GT(r.failed, 0u) << "a harness that passes a broken engine is broken: " << r.summary;
+  for (const std::string& p : r.failures.front().problems) std::printf("  first: %s\n", p.c_str());
 }
 
 TEST(EngineCrashTest, CampaignCatchesAnEngineWhoseLinksKeepNoPrior) {

@@ -396,8 +396,10 @@ class engine final : public DB, private transaction_host {
     node* persistent = nullptr;
     node_offset offset{0};
     node_offset succ{0};         // the successor written into the node
-    // A sync put's node: not written back by prepare, but by the pass that links it, whose
-    // one fence makes node and link durable together (recovery skips it if torn).
+    // A put's node: not written back by prepare, but with its link, by the pass that links
+    // it (sync) or at its weak window's end (weak), whose fence makes node and link durable
+    // together (recovery passes it by its predecessor's prior if torn). A batch's nodes are
+    // written back and fenced in prepare.
     bool deferred = false;
     std::uint32_t content_crc = 0;  // the node's checksum state before its version
     std::uint64_t version = 0;   // given by attach
@@ -549,7 +551,7 @@ class engine final : public DB, private transaction_host {
     u.value = value;
     u.tombstone = tombstone;
     u.weak = weak;
-    u.deferred = !(weak && kWeakWindows);
+    u.deferred = true;  // written back by what links it: its pass, or its weak window's end
     spares cleanup(*this, {&u, 1});
     const Status s = reclaiming_when_full({&u, 1}, [&] { return try_write_one(u); });
     if (s.ok()) {
@@ -862,11 +864,30 @@ class engine final : public DB, private transaction_host {
   // Before a weak update's `words` words are noted: opens the window, or first closes it if
   // the words would not fit. REQUIRES: the combiner lock, words <= kWeakWords.
   void enter_weak_window(std::size_t words) {
-    if (weak_window_open() && weak_words_.size() + words > kWeakWords) end_weak_window();
+    if (weak_window_open() && window_words_ + words > kWeakWords) end_weak_window();
     if (!weak_window_open()) {
       open_window();
+      window_fenced_ = next_version_;
+      window_words_ = 0;
       weak_open_.store(true, std::memory_order_release);
     }
+    window_words_ += words;
+  }
+
+  // Inside the weak window, a link keeps the successor it replaces as its prior, which
+  // recovery follows past a torn node: that successor must not be a node of the window still
+  // unfenced (a weak put's node is written back only when the window's words are). If it is,
+  // everything noted so far is written back and fenced first; the window stays open.
+  // REQUIRES: the combiner lock, the window open.
+  void fence_window_before_relinking(const inode* successor_entry) {
+    if (!io::fences_unfenced_priors || successor_entry == nullptr ||
+        successor_entry->unlocked_newest().version <= window_fenced_) {
+      return;
+    }
+    for (const noted_word& w : weak_words_) io::flush(w.address, w.size);
+    io::fence();
+    weak_words_.clear();
+    window_fenced_ = next_version_;
   }
 
   // Makes the window's weak writes durable and closes it: their noted words written back,
@@ -933,6 +954,7 @@ class engine final : public DB, private transaction_host {
     }
     if (entry != nullptr && entry->removed.load(std::memory_order_relaxed)) return false;
     if (successor_of(u) != u.succ) return false;
+    if (!write_back) fence_window_before_relinking(entry != nullptr ? entry : u.after);
     // The checksum covers the version; in line order, the version word comes last.
     io::put(u.persistent->sizes,
             checked_sizes(pack_sizes(u.key.size(), u.value.size(),
@@ -948,6 +970,9 @@ class engine final : public DB, private transaction_host {
         io::flush(&u.persistent->version, 2 * sizeof(u.persistent->version));  // and sizes
       }
       io::flush(link_word);
+    } else if (u.deferred) {
+      note_range(u.persistent, node::size_for(u.key.size(), u.value.size()));  // and version
+      note(link_word);
     } else {
       note_range(&u.persistent->version, 2 * sizeof(u.persistent->version));  // and sizes
       note(link_word);
@@ -1154,6 +1179,9 @@ class engine final : public DB, private transaction_host {
   std::uint64_t lease_ = 0;         // the root's durable lease; the combiner's
   std::uint64_t fenced_ = UINT64_MAX;  // the root's fenced version as last stored; the combiner's
   std::uint64_t fenced_before_ = 0;   // the versions end_pass fenced so far; the combiner's
+  // The open weak window's versions up to this are durably linked with their nodes (the
+  // newest version when the window opened, or when fence_window_before_relinking fenced it).
+  std::uint64_t window_fenced_ = 0;
   // The combiner's: the pass linked sync puts it has not fenced yet.
   bool group_unfenced_ = false;
   unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's
@@ -1166,6 +1194,9 @@ class engine final : public DB, private transaction_host {
     std::size_t size;
   };
   std::vector<noted_word> weak_words_;  // the window's unwritten-back words; the combiner's
+  // The words noted since the window opened (the window's bound, kWeakWords, counts these:
+  // so are its writes, which recovery drops while it is open); the combiner's.
+  std::size_t window_words_ = 0;
   std::atomic<std::uint64_t> unpersisted_writes_{0}, weak_persists_{0};
   striped_counter weak_writes_, persist_calls_;
   std::thread persister_;  // Options::persist_interval
