@@ -198,7 +198,8 @@ TEST(IntegrityTest, OneFlippedBitInTheRootIsReportedNotTakenForANewStore) {
   temp_pool_path path("root-bits");
   fill(path.str(), 30);
   const std::vector<char> good = read_file(path.str());
-  for (std::size_t word : {std::size_t{0}, W, 2 * W, 3 * W}) {  // format, head, commit, batch
+  // format, head, commit_version, batch_mode, fenced, lease
+  for (std::size_t word : {std::size_t{0}, W, 2 * W, 3 * W, 4 * W, 5 * W}) {
     for (int bit : {1, 5, 47, 50, 62}) {  // bit 0 of an offset is link_and_persist's flag
       std::vector<char> bytes = good;
       bytes[kRoot + word + static_cast<std::size_t>(bit / 8)] ^= static_cast<char>(1 << (bit % 8));
@@ -211,6 +212,47 @@ TEST(IntegrityTest, OneFlippedBitInTheRootIsReportedNotTakenForANewStore) {
   std::fill(bytes.begin() + kRoot, bytes.begin() + kRoot + 4096, 0);
   write_file(path.str(), bytes);
   expect_corruption(path.str(), "format word");
+}
+
+// A store of the layout before this one (format 2: nodes of three words) is refused by
+// name, and left as it was.
+TEST(IntegrityTest, AStoreOfTheEarlierLayoutIsRefusedByName) {
+  temp_pool_path path("format-2");
+  fill(path.str(), 5);
+  std::vector<char> bytes = read_file(path.str());
+  store(bytes, kRoot, in::kFormatV2);
+  write_file(path.str(), bytes);
+  std::unique_ptr<DB> db;
+  const Status s = DB::Open(Options{}, path.str(), &db);
+  EXPECT_TRUE(s.IsInvalidArgument()) << s.ToString();
+  EXPECT_NE(s.message().find("layout format 2"), std::string::npos) << s.ToString();
+  CheckReport report;
+  EXPECT_TRUE(DB::Check(path.str(), &report).IsInvalidArgument());
+  EXPECT_EQ(read_file(path.str()), bytes) << "a refused open changes nothing";
+}
+
+// Versions come from a lease in the root, so a store whose newest versions were all
+// reclaimed does not hand them out again when it is opened next: recovery takes a link to
+// a node of the version it names for that node (a block may still hold an earlier node).
+TEST(IntegrityTest, NoVersionIsAssignedTwiceAcrossOpens) {
+  temp_pool_path path("versions-once");
+  std::uint64_t before = 0;
+  {
+    std::unique_ptr<DB> db;
+    ASSERT_TRUE(DB::Open(creating(), path.str(), &db).ok());
+    ASSERT_TRUE(db->Put("k", "1").ok());
+    ASSERT_TRUE(db->Delete("k").ok());
+    const Snapshot* s = db->GetSnapshot();
+    before = s->version();
+    db->ReleaseSnapshot(s);
+  }  // the close reclaims both versions: the list is empty again
+  std::unique_ptr<DB> db;
+  ASSERT_TRUE(DB::Open(Options{}, path.str(), &db).ok());
+  EXPECT_EQ(db->GetStats().versions, 0u);
+  ASSERT_TRUE(db->Put("k", "2").ok());
+  const Snapshot* s = db->GetSnapshot();
+  EXPECT_GT(s->version(), before);
+  db->ReleaseSnapshot(s);
 }
 
 TEST(IntegrityTest, DamagedVersionWordsAreReported) {
