@@ -19,8 +19,9 @@
 //      combiner with a version above visible_version.
 //  (4) No version a live reader can read is dropped (reclamation.hpp, invariant (1)).
 // Persistence (manual mode; automatic mode makes every access a p-instruction instead):
-//  (1) prepare: a sync put's node is written, not written back (its pass does that); a weak
-//      write's or a batch's node is written back and fenced before advertising.
+//  (1) prepare: a put's node is written, not written back (its pass does that, or, for a
+//      weak put, its window's end); a batch's nodes are written back and fenced before
+//      advertising.
 //  (2) attach (sync put): version (and the size word whose checksum covers it) stored, the
 //      predecessor's link (prior, link_version, successor) stored, node and link written
 //      back; the root's fenced word takes what earlier passes fenced; one fence for every
@@ -401,6 +402,7 @@ class engine final : public DB, private transaction_host {
     // together (recovery passes it by its predecessor's prior if torn). A batch's nodes are
     // written back and fenced in prepare.
     bool deferred = false;
+    std::uint64_t sizes = 0;        // the node's size word without its checksum
     std::uint32_t content_crc = 0;  // the node's checksum state before its version
     std::uint64_t version = 0;   // given by attach
     bool out_of_pool = false;    // prepare found the pool full
@@ -583,7 +585,6 @@ class engine final : public DB, private transaction_host {
       locate(u);
       if (Status s = prepare(u, true); !s.ok()) return s;
       index_->prepare_insert();  // this thread's pass may insert other writers' keys too
-      if (!u.deferred) io::fence();
       const slot_state outcome = attach({&u, nullptr});
       if (outcome == slot_state::done) return Status::OK();
       if (outcome == slot_state::exhausted) return exhausted_versions();
@@ -676,7 +677,7 @@ class engine final : public DB, private transaction_host {
   // Allocates and fills the persistent node (first call), points it at the located
   // successor, and takes the DRAM attach will need (only what the located key needs if
   // `lean`, else both kinds, so that attach never allocates). Unless the node is deferred
-  // (a sync put's: its pass writes it back), writes it back, and the caller fences before
+  // (a put's: what links it writes it back), writes it back, and the caller fences before
   // advertising it.
   Status prepare(update& u, bool lean) {
     // A retry (the node exists) reads the pool: the hint may be what failed.
@@ -690,10 +691,10 @@ class engine final : public DB, private transaction_host {
       node* n = at(u.offset);
       recovery_t::init_link(n, u.offset, succ);
       io::put(n->version, uncommitted_word(in_node(u.offset, word_field::version)));
-      const std::uint64_t sizes =
+      u.sizes =
           pack_sizes(u.key.size(), u.value.size(), u.tombstone ? std::uint64_t{kTombstone} : 0);
-      u.content_crc = node_content_crc(u.offset, sizes, u.key, u.value);
-      io::put(n->sizes, checked_sizes(sizes, u.content_crc, kUnassigned));
+      u.content_crc = node_content_crc(u.offset, u.sizes, u.key, u.value);
+      io::put(n->sizes, checked_sizes(u.sizes, u.content_crc, kUnassigned));
       io::put_bytes(n->body(), u.key.data(), u.key.size());
       io::put_bytes(n->body() + u.key.size(), u.value.data(), u.value.size());
       if (!u.deferred) io::flush(n, size);
@@ -956,10 +957,7 @@ class engine final : public DB, private transaction_host {
     if (successor_of(u) != u.succ) return false;
     if (!write_back) fence_window_before_relinking(entry != nullptr ? entry : u.after);
     // The checksum covers the version; in line order, the version word comes last.
-    io::put(u.persistent->sizes,
-            checked_sizes(pack_sizes(u.key.size(), u.value.size(),
-                                     u.tombstone ? std::uint64_t{kTombstone} : 0),
-                          u.content_crc, version));
+    io::put(u.persistent->sizes, checked_sizes(u.sizes, u.content_crc, version));
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     const auto& link_word = recovery_t::store_link(*storage_, node_offset{pred->tail_pnode()},
                                                    u.offset, version);
@@ -1158,7 +1156,9 @@ class engine final : public DB, private transaction_host {
   static constexpr unsigned kCheckEvery = 16;    // combining passes between watermark checks
   // Weak windows exist in manual mode only: in automatic mode every store is durable.
   static constexpr bool kWeakWindows = M::explicit_flushes;
-  static constexpr std::size_t kWordsPerUpdate = 2;  // its version and size words, its link
+  // Ranges a weak update notes: its node (a batch entry's: its version and size words), its
+  // link.
+  static constexpr std::size_t kWordsPerUpdate = 2;
   static constexpr std::uint64_t kLeaseStep = 4096;  // versions a lease fence covers
   // The words a weak window notes at most: then it is closed (its writes made durable), so
   // that waiting writes take bounded DRAM and recovery drops a bounded number of them.

@@ -4,9 +4,9 @@
 //  manual     The FlintKV placement. Persistent words are accessed with private
 //             v-instructions (only one thread touches a node or link at a time: the preparing
 //             worker, then the combiner under its lock, or recovery), and the engine issues
-//             the write-backs and fences itself at the points the algorithm needs: a sync
-//             put's node, version and link written back in attach and fenced once per pass;
-//             a weak write's or batch's node written back and fenced in prepare.
+//             the write-backs and fences itself at the points the algorithm needs: a put's
+//             node, version and link written back together and fenced once (by its pass, or
+//             at its weak window's end); a batch's nodes written back and fenced in prepare.
 //  automatic  Every persistent access is a shared p-instruction and the engine issues no
 //             flush of its own: durability follows from the P-V interface alone (every store
 //             is persisted before the next shared store and before the operation completes).
