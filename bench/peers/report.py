@@ -108,7 +108,7 @@ readwhilewriting is weak too, as in `flintkv bench --sync=0`). Everything else i
 
 | system | a put returns once it is | persist | what persist makes durable |
 |---|---|---|---|
-| FlintKV | `WriteOptions::sync = false`: its node written back and fenced as for any put, its version and links stored but not written back (noted for the next persist); visible to readers | `DB::Persist()` (`Options::persist_interval` off) | every write visible when it was called (the noted words written back and fenced). The engine also persists by itself at a few points (a sync write or batch, a full list of noted words). A crash recovers the writes up to some point of their order |
+| FlintKV | `WriteOptions::sync = false`: its node, version and link stored, none of them written back or fenced (noted for the next persist); visible to readers | `DB::Persist()` (`Options::persist_interval` off) | every write visible when it was called (the noted words written back and fenced). The engine also persists by itself at a few points (a sync write or batch, a full list of noted words). A crash recovers the writes up to some point of their order |
 | RocksDB 7.8 | `WriteOptions::sync = false`: appended to the WAL file (written to the kernel, not synced) and to the memtable | `DB::FlushWAL(true)`: with the default `manual_wal_flush = false` this is `SyncWAL()` | every WAL file not yet synced, older ones included: every earlier put |
 | LevelDB 1.23 | `WriteOptions::sync = false`: appended to the log file (written to the kernel, not synced) and to the memtable | a write of an empty `WriteBatch` with `sync = true`: LevelDB has no call that only syncs its log | the current log file. A log that LevelDB switched away from (when a 4 MiB memtable filled) was closed unsynced: its puts are durable once the background flush of that memtable into a table file (synced, and recorded in the synced MANIFEST) has finished |
 | LMDB 0.9.24 | `MDB_NOSYNC` (without `MDB_WRITEMAP`; `MDB_NOMETASYNC`, which spares only the meta page's sync, adds nothing to it): its own write transaction, committed, its pages and meta page written with `pwrite`, nothing synced | `mdb_env_sync(env, 1)`: fdatasync of the data file | every committed transaction |
@@ -134,7 +134,7 @@ then), put a new value for each, commit. An attempt that fails on a conflict is 
 nothing of it applied, and begun again with new values; its time counts in the run's. ops/s
 counts committed transactions; the abort rate is the aborted attempts over all attempts
 (`flintkv_peers --benchmark=transfer`, fields `aborts` and `abort_rate`). A commit is
-durable on return as each system's put is above (FlintKV: its version flushed and fenced;
+durable on return as each system's put is above (FlintKV: a batch, its nodes fenced before it is attached and its links flushed and fenced;
 RocksDB: the WAL synced, `WriteOptions::sync = true`; LMDB: a synced commit); with weak
 puts (when that mode was run) it is weak as they are, and each thread persists after every
 {every} of its committed transactions and at its end.
