@@ -885,20 +885,24 @@ class engine final : public DB, private transaction_host {
         successor_entry->unlocked_newest().version <= window_fenced_) {
       return;
     }
-    for (const noted_word& w : weak_words_) io::flush(w.address, w.size);
+    write_back_noted();
     io::fence();
-    weak_words_.clear();
     window_fenced_ = next_version_;
+  }
+
+  // Writes back the words the window noted, and forgets them (the caller fences).
+  void write_back_noted() {
+    for (const noted_word& w : weak_words_) io::flush(w.address, w.size);
+    weak_words_.clear();
   }
 
   // Makes the window's weak writes durable and closes it: their noted words written back,
   // one fence, then batch_mode idle (close_window). REQUIRES: the combiner lock (or no other
   // thread uses the engine), the window open.
   void end_weak_window() {
-    for (const noted_word& w : weak_words_) io::flush(w.address, w.size);
+    write_back_noted();
     io::before_window_close();
     close_window();
-    weak_words_.clear();
     unpersisted_writes_.store(0, std::memory_order_relaxed);
     weak_persists_.fetch_add(1, std::memory_order_relaxed);
     weak_open_.store(false, std::memory_order_release);
@@ -961,18 +965,17 @@ class engine final : public DB, private transaction_host {
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
     const auto& link_word = recovery_t::store_link(*storage_, node_offset{pred->tail_pnode()},
                                                    u.offset, version);
+    // What goes out with the link: a put's whole node (its version among its lines), or a
+    // batch entry's version and size words (the rest was fenced in prepare).
+    const void* node_words = u.deferred ? static_cast<const void*>(u.persistent)
+                                        : static_cast<const void*>(&u.persistent->version);
+    const std::size_t node_bytes = u.deferred ? node::size_for(u.key.size(), u.value.size())
+                                              : 2 * sizeof(u.persistent->version);
     if (write_back) {
-      if (u.deferred) {
-        io::flush(u.persistent, node::size_for(u.key.size(), u.value.size()));  // with its version
-      } else {
-        io::flush(&u.persistent->version, 2 * sizeof(u.persistent->version));  // and sizes
-      }
+      io::flush(node_words, node_bytes);
       io::flush(link_word);
-    } else if (u.deferred) {
-      note_range(u.persistent, node::size_for(u.key.size(), u.value.size()));  // and version
-      note(link_word);
     } else {
-      note_range(&u.persistent->version, 2 * sizeof(u.persistent->version));  // and sizes
+      note_range(node_words, node_bytes);
       note(link_word);
     }
     const version_ref v{version, u.offset.value, static_cast<std::uint32_t>(u.value.size()),
