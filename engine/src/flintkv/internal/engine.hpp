@@ -212,8 +212,13 @@ class engine final : public DB, private transaction_host {
     return guarded([&]() -> Status {
       if (Status s = check_key(key); !s.ok()) return s;
       auto pinned = pin();  // before the visible version is read: reclamation.hpp
-      const std::uint64_t vv = read_version(options);
+      const std::uint64_t visible = visible_version_.load(std::memory_order_acquire);
+      const std::uint64_t vv = options.snapshot != nullptr ? options.snapshot->version() : visible;
       gets_.add();
+      if (get_newest(key, vv, value, options.verify_checksums)) {
+        io::complete();
+        return Status::OK();
+      }
       const inode* n = index_->find(key);
       const std::optional<version_ref> v = n != nullptr ? n->visible_at(vv) : std::nullopt;
       if (!v || v->tombstone) return Status::NotFound(key.substr(0, 64));
@@ -314,6 +319,10 @@ class engine final : public DB, private transaction_host {
   // Test hook: commits of transactions skip their validation (a broken variant, for tests
   // that show their checkers catch non-serializable histories).
   void TEST_skip_validation(bool skip) { test_skip_validation_.store(skip); }
+
+  // Test hook: an update of a key leaves the point table's newest word of the key as it
+  // was (a broken variant, for tests that show their checks catch a stale word).
+  void TEST_skip_newest_words(bool skip) { test_skip_newest_.store(skip); }
 
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
@@ -989,6 +998,7 @@ class engine final : public DB, private transaction_host {
       u.displaced = nullptr;
       r->older.store(entry->older().load(std::memory_order_relaxed), std::memory_order_relaxed);
       entry->publish(v, r);
+      if (!test_skip_newest_.load(std::memory_order_relaxed)) index_->set_newest(entry);
       reclaimer_.note(entry, version);
     } else {
       entry = u.fresh;
@@ -1114,6 +1124,34 @@ class engine final : public DB, private transaction_host {
     __builtin_prefetch(p + bytes - 1);
   }
 
+  // A Get answered from the point table's newest word (index.hpp, point_table invariant
+  // (3)): true if it named a node of `key` at a version at or below `vv` (the value then
+  // assigned to *value, if not nullptr), with its checksum matching if `verify`; false if
+  // the entry must answer (no word, a delete, another key's node, a newer version, or a
+  // node that fails a check, which the entry's path then reports). REQUIRES: pinned, and
+  // the visible version read after pinning, before this call.
+  bool get_newest(std::string_view key, std::uint64_t vv, std::string* value, bool verify) const {
+    const std::uint64_t word = index_->newest(key);
+    if (word == 0) return false;
+    const node_offset at{point_table::newest_node(word)};
+    const std::uint32_t value_size = point_table::newest_value_size(word);
+    const node* p = this->at(at);
+    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
+    if (key_size_of(sizes) != key.size() || value_size_of(sizes) != value_size ||
+        flags_of(sizes) != 0 || std::memcmp(p->body(), key.data(), key.size()) != 0) {
+      return false;
+    }
+    const stored_version v = read_version_word(p->version.load(flit::volatile_, flit::private_),
+                                               in_node(at, word_field::version));
+    if (v.kind != version_kind::committed || v.version > vv) return false;
+    const std::string_view bytes(p->body() + key.size(), value_size);
+    if (verify && node_check_of(sizes) != node_checksum(at, sizes.bits, key, bytes, v.version)) {
+      return false;
+    }
+    if (value != nullptr) value->assign(bytes.data(), bytes.size());
+    return true;
+  }
+
   // Checks the persistent node of version v of entry n against the index's copy of its
   // sizes and its checksum: Corruption if its content was damaged since the store was
   // opened. The node is immutable once linked, so a plain load of its size word suffices.
@@ -1210,6 +1248,7 @@ class engine final : public DB, private transaction_host {
   mutable snapshot_registry registry_;
   std::atomic<unsigned> test_reclaim_every_{0};
   std::atomic<bool> test_skip_validation_{false};
+  std::atomic<bool> test_skip_newest_{false};
   striped_counter puts_, deletes_, batches_, gets_, iterators_;
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;
