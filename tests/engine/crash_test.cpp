@@ -217,11 +217,17 @@ class engine_subject {
     if (!found) return {};
     return {true, decode_value(key_of(key), found->first, width_), found->second};
   }
+  // The recovered state, read from the index; Get (which answers from the point table's
+  // newest words, rebuilt by recovery) must agree with it for every key.
   std::vector<crashtest::kv_entry> state() const {
     std::vector<crashtest::kv_entry> out;
     for (auto& e : engine_->TEST_state()) {
       if (e.key.size() < 2 || e.key[0] != 'k') {
         throw crashtest::invariant_violation("recovered a key never written: " + e.key);
+      }
+      std::string got;
+      if (!db_->Get(e.key, &got).ok() || got != e.value) {
+        throw crashtest::invariant_violation("Get(" + e.key + ") disagrees with the index");
       }
       out.push_back(
           {std::stoull(e.key.substr(1)), decode_value(e.key, e.value, width_), e.version});
