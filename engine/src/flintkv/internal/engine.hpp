@@ -215,11 +215,12 @@ class engine final : public DB, private transaction_host {
       const std::uint64_t visible = visible_version_.load(std::memory_order_acquire);
       const std::uint64_t vv = options.snapshot != nullptr ? options.snapshot->version() : visible;
       gets_.add();
-      if (get_newest(key, vv, value, options.verify_checksums)) {
+      const std::uint64_t hash = key_index::hash_of(key);
+      if (get_newest(key, hash, vv, value, options.verify_checksums)) {
         io::complete();
         return Status::OK();
       }
-      const inode* n = index_->find(key);
+      const inode* n = index_->find(key, hash);
       const std::optional<version_ref> v = n != nullptr ? n->visible_at(vv) : std::nullopt;
       if (!v || v->tombstone) return Status::NotFound(key.substr(0, 64));
       if (options.verify_checksums) {
@@ -1096,11 +1097,6 @@ class engine final : public DB, private transaction_host {
 
   // ---- reads -----------------------------------------------------------------------------
 
-  std::uint64_t read_version(const ReadOptions& options) const {
-    return options.snapshot != nullptr ? options.snapshot->version()
-                                       : visible_version_.load(std::memory_order_acquire);
-  }
-
   std::string_view value_of(const inode* n, const version_ref& v) const {
     return {at(node_offset{v.pnode})->body() + n->key_size, v.value_size};
   }
@@ -1130,41 +1126,43 @@ class engine final : public DB, private transaction_host {
   // the entry must answer (no word, a delete, another key's node, a newer version, or a
   // node that fails a check, which the entry's path then reports). REQUIRES: pinned, and
   // the visible version read after pinning, before this call.
-  bool get_newest(std::string_view key, std::uint64_t vv, std::string* value, bool verify) const {
-    const std::uint64_t word = index_->newest(key);
+  bool get_newest(std::string_view key, std::uint64_t hash, std::uint64_t vv, std::string* value,
+                  bool verify) const {
+    const std::uint64_t word = index_->newest(hash);
     if (word == 0) return false;
     const node_offset at{point_table::newest_node(word)};
-    const std::uint32_t value_size = point_table::newest_value_size(word);
     const node* p = this->at(at);
-    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
-    if (key_size_of(sizes) != key.size() || value_size_of(sizes) != value_size ||
-        flags_of(sizes) != 0 || std::memcmp(p->body(), key.data(), key.size()) != 0) {
-      return false;
-    }
+    if (std::memcmp(p->body(), key.data(), key.size()) != 0) return false;
     const stored_version v = read_version_word(p->version.load(flit::volatile_, flit::private_),
                                                in_node(at, word_field::version));
     if (v.kind != version_kind::committed || v.version > vv) return false;
-    const std::string_view bytes(p->body() + key.size(), value_size);
-    if (verify && node_check_of(sizes) != node_checksum(at, sizes.bits, key, bytes, v.version)) {
+    const version_ref newest{v.version, at.value, point_table::newest_value_size(word), false};
+    if (!node_matches(key.size(), newest, verify)) return false;
+    if (value != nullptr) value->assign(p->body() + key.size(), newest.value_size);
+    return true;
+  }
+
+  // Whether version v's node, of a key of key_size bytes, has v's sizes and delete flag in
+  // its size word, and (if `checksum`) its content matches its checksum. The node is
+  // immutable once linked, so a plain load of its size word suffices.
+  bool node_matches(std::size_t key_size, const version_ref& v, bool checksum) const {
+    const node* p = at(node_offset{v.pnode});
+    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
+    if (key_size_of(sizes) != key_size || value_size_of(sizes) != v.value_size ||
+        ((flags_of(sizes) & kTombstone) != 0) != v.tombstone) {
       return false;
     }
-    if (value != nullptr) value->assign(bytes.data(), bytes.size());
-    return true;
+    const std::string_view key(p->body(), key_size);
+    const std::string_view value(p->body() + key_size, v.value_size);
+    return !checksum ||
+           node_check_of(sizes) == node_checksum(node_offset{v.pnode}, sizes.bits, key, value, v.version);
   }
 
   // Checks the persistent node of version v of entry n against the index's copy of its
   // sizes and its checksum: Corruption if its content was damaged since the store was
-  // opened. The node is immutable once linked, so a plain load of its size word suffices.
+  // opened.
   Status verify(const inode* n, const version_ref& v) const {
-    const node* p = at(node_offset{v.pnode});
-    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
-    const std::string_view key(p->body(), n->key_size);
-    if (key_size_of(sizes) == n->key_size && value_size_of(sizes) == v.value_size &&
-        ((flags_of(sizes) & kTombstone) != 0) == v.tombstone &&
-        node_check_of(sizes) ==
-            node_checksum(node_offset{v.pnode}, sizes.bits, key, value_of(n, v), v.version)) {
-      return Status::OK();
-    }
+    if (node_matches(n->key_size, v, true)) return Status::OK();
     return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(v.pnode) +
                               " (key '" + recovery_t::printable(n->key()) +
                               "'): checksum mismatch: its content was damaged");

@@ -344,15 +344,8 @@ class point_table {
   // combiner lock; before the version is visible.
   void set_newest(const inode* n) {
     table* t = table_.load(std::memory_order_relaxed);
-    if (t == nullptr || !holdable(n)) return;
-    const std::uint64_t want = slot_of(n, hash_of(n->key()));
-    for (std::size_t i = t->home(want >> kAddressBits);; i = t->after(i)) {
-      const std::uint64_t w = t->slot(i).load(std::memory_order_relaxed);
-      if (w == kEmpty) return;  // never placed
-      if (w == want) {
-        t->newest(i).store(newest_word(n->unlocked_newest()), std::memory_order_release);
-        return;
-      }
+    if (const std::size_t i = index_of(t, n); i != kNowhere) {
+      t->newest(i).store(newest_word(n->unlocked_newest()), std::memory_order_release);
     }
   }
 
@@ -360,15 +353,9 @@ class point_table {
   // it (true if the table does not hold n). For tests. REQUIRES: no writer.
   bool newest_matches(const inode* n) const {
     const table* t = table_.load(std::memory_order_acquire);
-    if (t == nullptr || !holdable(n)) return true;
-    const std::uint64_t want = slot_of(n, hash_of(n->key()));
-    for (std::size_t i = t->home(want >> kAddressBits);; i = t->after(i)) {
-      const std::uint64_t w = t->slot(i).load(std::memory_order_relaxed);
-      if (w == kEmpty) return true;
-      if (w == want) {
-        return t->newest(i).load(std::memory_order_relaxed) == newest_word(n->unlocked_newest());
-      }
-    }
+    const std::size_t i = index_of(t, n);
+    return i == kNowhere ||
+           t->newest(i).load(std::memory_order_relaxed) == newest_word(n->unlocked_newest());
   }
 
   // Adds `n`, a new live entry (no live entry of its key is in the table), with its
@@ -407,19 +394,12 @@ class point_table {
   // stays). REQUIRES: the combiner lock.
   void erase(const inode* n, alloc::epoch_domain& epochs) {
     table* t = table_.load(std::memory_order_relaxed);
-    if (t == nullptr) return;
-    const std::uint64_t want = slot_of(n, hash_of(n->key()));
-    for (std::size_t i = t->home(want >> kAddressBits);; i = t->after(i)) {
-      const std::uint64_t w = t->slot(i).load(std::memory_order_relaxed);
-      if (w == kEmpty) return;  // never placed
-      if (w == want) {
-        t->newest(i).store(0, std::memory_order_relaxed);
-        t->slot(i).store(kErased, std::memory_order_release);
-        --t->used;
-        ++t->erased;
-        break;
-      }
-    }
+    const std::size_t i = index_of(t, n);
+    if (i == kNowhere) return;  // never placed
+    // The newest word stays: probes skip an erased slot, and place() rewrites both words.
+    t->slot(i).store(kErased, std::memory_order_release);
+    --t->used;
+    ++t->erased;
     if (t->capacity > kMinCapacity && t->used * kShrinkDen < t->capacity) {
       (void)regrow(epochs, t->used);
     }
@@ -521,6 +501,18 @@ class point_table {
     }
     std::size_t after(std::size_t i) const { return i + 1 == capacity ? 0 : i + 1; }
   };
+
+  // The index of n's slot in t, or kNowhere (no table, or n is not in it).
+  static constexpr std::size_t kNowhere = SIZE_MAX;
+  static std::size_t index_of(const table* t, const inode* n) {
+    if (t == nullptr || !holdable(n)) return kNowhere;
+    const std::uint64_t want = slot_of(n, hash_of(n->key()));
+    for (std::size_t i = t->home(want >> kAddressBits);; i = t->after(i)) {
+      const std::uint64_t w = t->slot(i).load(std::memory_order_relaxed);
+      if (w == kEmpty) return kNowhere;
+      if (w == want) return i;
+    }
+  }
 
   // Whether a slot can hold n's address (below 2^47, 16-byte aligned).
   static bool holdable(const inode* n) {
@@ -694,9 +686,10 @@ class key_index {
   }
 
   // The entry of `key`, or nullptr: from the point table, or where it has none, from a
-  // search. REQUIRES: pinned.
-  inode* find(std::string_view key) const {
-    if (inode* n = lookup(key); n != nullptr) return n;
+  // search. `hash`: hash_of(key), if the caller has it. REQUIRES: pinned.
+  inode* find(std::string_view key) const { return find(key, hash_of(key)); }
+  inode* find(std::string_view key, std::uint64_t hash) const {
+    if (inode* n = points_.find(key, hash); n != nullptr) return n;
     inode* after = nullptr;
     (void)search(key, &after);
     return after != nullptr && same_key(after->key(), key) ? after : nullptr;
@@ -708,11 +701,13 @@ class key_index {
     return points_.find(key, point_table::hash_of(key));
   }
 
-  // The point table's newest word for `key` (point_table::newest: 0 for none; else a node
-  // the caller checks holds `key`). REQUIRES: pinned, and the visible version read before.
-  std::uint64_t newest(std::string_view key) const {
-    return points_.newest(point_table::hash_of(key));
-  }
+  // The bits of a key's hash that the point table keeps (find's and newest's `hash`).
+  static std::uint64_t hash_of(std::string_view key) { return point_table::hash_of(key); }
+
+  // The point table's newest word for the key of hash_of `hash` (point_table::newest: 0
+  // for none; else a node the caller checks holds the key). REQUIRES: pinned, and the
+  // visible version read before.
+  std::uint64_t newest(std::uint64_t hash) const { return points_.newest(hash); }
 
   // Records n's newest version, just published, in the point table (its invariant (3)).
   // REQUIRES: the combiner lock; before the version is visible.
