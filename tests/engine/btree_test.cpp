@@ -3,7 +3,9 @@
 //    short keys, the empty key, long keys that share long prefixes (separators that need
 //    copies, ties that need the whole key) and keys that differ only in length; every query
 //    (find, lower_bound, last_below, first, last, following) answers as the map does and
-//    check() holds. Erasing every key gives all DRAM back (bytes() is 0).
+//    check() holds; following and at_or_after give each entry with its key's size and the
+//    tag it was inserted with (each entry's own, so a tag that stayed behind when its slot
+//    moved, in a shift or a split, is caught). Erasing every key gives all DRAM back (bytes() is 0).
 //  - BtreeTest.*Build*: build() gives the tree that inserts give, queries and check() alike.
 //  - BtreeTest.*Memory*: an insert without memory (nullptr or std::bad_alloc at any of its
 //    allocations) fails and leaves the tree as it was.
@@ -40,10 +42,14 @@ using flintkv::internal::epoch_dram;
 
 struct test_entry {
   std::string key;
+  std::uint32_t tag = 0;  // unique among the entries of a tree
 };
 
 struct key_of_entry {
   std::string_view operator()(const test_entry* e) const { return e->key; }
+};
+struct tag_of_entry {
+  std::uint32_t operator()(const test_entry* e) const { return e->tag; }
 };
 
 // epoch_dram (btree.hpp) that runs out on demand: after `budget` more allocations, it fails, by
@@ -69,7 +75,8 @@ struct limited_memory {
   void reserve(std::size_t bytes, std::uint32_t n) noexcept { memory.reserve(bytes, n); }
 };
 
-using tree = btree<test_entry, key_of_entry, epoch_dram>;
+using tree = btree<test_entry, key_of_entry, epoch_dram, flintkv::internal::btree_versions,
+                   tag_of_entry>;
 
 // A tree with its DRAM and epochs, and the entries it indexes: owned here, and retired
 // through the epochs when erased (pinned readers may still read their keys).
@@ -90,7 +97,7 @@ class test_tree {
   }
 
   test_entry* make(const std::string& key) {
-    auto* e = new test_entry{key};
+    auto* e = new test_entry{key, ++tags_};
     owned_.insert(e);
     return e;
   }
@@ -115,6 +122,7 @@ class test_tree {
   alloc::epoch_domain epochs_;  // after nodes_: destroyed first, it frees what it holds there
   Tree tree_;                   // after epochs_: retires its nodes there
   std::unordered_set<test_entry*> owned_;  // made here, not erased (the writer's)
+  std::uint32_t tags_ = 0;                 // the last entry's tag
 };
 
 std::string decimal_key(std::uint64_t i) {
@@ -186,16 +194,23 @@ std::string compare_queries(Tree& t, const model& m, const std::string& key) {
     return mismatch("last_below", e, want_below);
   }
   for (const bool inclusive : {false, true}) {
-    test_entry* out[12];
+    typename Tree::ahead out[12];
     const std::size_t got = inclusive ? t.at_or_after(key, out, 12) : t.following(key, out, 12);
     auto it = inclusive ? m.lower_bound(key) : m.upper_bound(key);
+    const std::string what = std::string(inclusive ? "at_or_after" : "following") + "('" + key +
+                             "') entry ";
     for (std::size_t i = 0; i < 12; ++i, it = it == m.end() ? it : std::next(it)) {
       const bool have = i < got;
       const bool want = it != m.end();
-      if (have != want || (have && out[i] != it->second)) {
-        return std::string(inclusive ? "at_or_after" : "following") + "('" + key + "') entry " +
-               std::to_string(i) + ": " + (have ? name(out[i]) : "(none)") + ", the model " +
-               (want ? it->first : "(none)");
+      if (have != want || (have && out[i].entry != it->second)) {
+        return what + std::to_string(i) + ": " + (have ? name(out[i].entry) : "(none)") +
+               ", the model " + (want ? it->first : "(none)");
+      }
+      if (have && (out[i].key_size != it->first.size() || out[i].tag != it->second->tag)) {
+        return what + std::to_string(i) + " ('" + it->first + "'): key size " +
+               std::to_string(out[i].key_size) + " and tag " + std::to_string(out[i].tag) +
+               ", its entry's " + std::to_string(it->first.size()) + " and " +
+               std::to_string(it->second->tag);
       }
     }
   }
@@ -232,7 +247,7 @@ TEST(BtreeTest, AnEmptyTreeAnswersNothingAndHoldsNoMemory) {
   EXPECT_EQ(t->last_below("zzz"), nullptr);
   EXPECT_EQ(t->first(), nullptr);
   EXPECT_EQ(t->last(), nullptr);
-  test_entry* out[4];
+  tree::ahead out[4];
   EXPECT_EQ(t->following("", out, 4), 0u);
   EXPECT_EQ(t->bytes(), 0u);
   EXPECT_EQ(t->size(), 0u);
@@ -468,7 +483,8 @@ TEST(BtreeTest, BuildGivesTheTreeThatInsertsGive) {
   }
 }
 
-using limited_tree = btree<test_entry, key_of_entry, limited_memory>;
+using limited_tree = btree<test_entry, key_of_entry, limited_memory,
+                           flintkv::internal::btree_versions, tag_of_entry>;
 
 // An insert that runs out of memory at any of its allocations (leaf, separator copy, inner
 // nodes, root; nullptr or std::bad_alloc) fails and leaves the tree as it was; so does a
@@ -558,12 +574,14 @@ struct stable_set {
     bad += above != nullptr &&
            (compare_keys(above->key, k) <= 0 || (after && compare_keys(above->key, *after) > 0));
     // The keys following k: increasing, above k (reading them proves them not freed).
-    test_entry* out[8];
+    typename Tree::ahead out[8];
     const std::size_t n = t.following(k, out, 8);
     std::string_view prev = k;
     for (std::size_t j = 0; j < n; ++j) {
-      bad += compare_keys(out[j]->key, prev) <= 0;
-      prev = out[j]->key;
+      const test_entry* e = out[j].entry;
+      bad += compare_keys(e->key, prev) <= 0;
+      bad += out[j].tag != e->tag || out[j].key_size != e->key.size();
+      prev = e->key;
     }
     const test_entry* first = t.first();
     const test_entry* last = t.last();
@@ -654,7 +672,8 @@ struct TEST_unversioned_writes {
 };
 
 TEST(BtreeConcurrencyTest, TheChecksCatchAWriterThatSkipsVersions) {
-  using broken_tree = btree<test_entry, key_of_entry, epoch_dram, TEST_unversioned_writes>;
+  using broken_tree =
+      btree<test_entry, key_of_entry, epoch_dram, TEST_unversioned_writes, tag_of_entry>;
   test_tree<broken_tree> t;
   stable_set stable;
   // One full leaf of stable keys: the next insert splits it.

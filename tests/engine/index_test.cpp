@@ -34,6 +34,7 @@
 
 namespace {
 
+using flintkv::internal::entry_node_tag;
 using flintkv::internal::inode;
 using flintkv::internal::key_index;
 
@@ -50,14 +51,15 @@ class test_index {
   key_index& list() { return list_; }
   alloc::epoch_domain& epochs() { return epochs_; }
 
-  // Inserts `key` (not in the index). REQUIRES: the one writer.
-  inode* insert(const std::string& key) {
+  // Inserts `key` (not in the index), its newest version's node at `pnode`. REQUIRES: the
+  // one writer.
+  inode* insert(const std::string& key, std::uint64_t pnode = 64) {
     inode* pred = nullptr;
     inode* after = nullptr;
     list_.locate(key, &pred, &after);
     void* m = std::malloc(inode::size_for(key.size()));
     memory_.push_back(m);
-    inode* n = inode::make(m, key, {1, 64, 0, false});
+    inode* n = inode::make(m, key, {1, pnode, 0, false});
     list_.insert(n, pred);
     return n;
   }
@@ -68,10 +70,10 @@ class test_index {
     return inode::make(m, key, {1, 64, 0, false});
   }
   // Appends `key` (larger than every key so far) as recovery does.
-  inode* append(const std::string& key) {
+  inode* append(const std::string& key, std::uint64_t pnode = 64) {
     void* m = std::malloc(inode::size_for(key.size()));
     memory_.push_back(m);
-    inode* n = inode::make(m, key, {1, 64, 0, false});
+    inode* n = inode::make(m, key, {1, pnode, 0, false});
     list_.append(n);
     return n;
   }
@@ -287,16 +289,55 @@ TEST(IndexTest, SeekAheadGivesTheFirstEntryAtOrAfterTheKeyAndThoseThatFollow) {
   auto pinned = index.epochs().pin();
   std::vector<inode*> entries;
   for (std::uint64_t i = 0; i < 100; ++i) entries.push_back(index.insert(key_of(i * 2)));
-  inode* out[12];
+  key_index::ahead out[12];
   std::size_t got = 0;
   EXPECT_EQ(list.seek_ahead(key_of(10), out, 12, &got), entries[5]) << "a key it holds";
   ASSERT_EQ(got, 12u);
-  for (std::size_t i = 0; i < got; ++i) EXPECT_EQ(out[i], entries[5 + i]) << i;
+  for (std::size_t i = 0; i < got; ++i) EXPECT_EQ(out[i].entry, entries[5 + i]) << i;
   EXPECT_EQ(list.seek_ahead(key_of(11), out, 12, &got), entries[6]) << "a key it lacks";
   EXPECT_EQ(list.seek_ahead(key_of(197), out, 12, &got), entries[99]);
   EXPECT_EQ(got, 1u);
   EXPECT_EQ(list.seek_ahead(key_of(199), out, 12, &got), nullptr) << "past the last key";
   EXPECT_EQ(got, 0u);
+}
+
+// The tree's read-ahead gives each entry with its key's size and its tag: where its newest
+// node was when it went into the tree, by an insert or recovery's build, in 64-byte units
+// (0 past 2^38 bytes). A later version leaves the tag as it was (a stale hint: the scan's
+// read-ahead then asks the entry).
+TEST(IndexTest, TheTreeTagsEachEntryWithItsNodeWhenItWentIn) {
+  constexpr std::uint64_t kFar = std::uint64_t{1} << 40;  // beyond what a tag can name
+  auto pnode_of = [&](std::uint64_t i) { return i == 7 ? kFar : 64 * (i + 1) + 64 * 1024 * i; };
+  auto expect_tags = [&](key_index& list, const std::vector<inode*>& entries) {
+    key_index::ahead out[12];
+    std::size_t got = 0;
+    ASSERT_EQ(list.seek_ahead(key_of(0), out, 12, &got), entries[0]);
+    ASSERT_EQ(got, 12u);
+    for (std::size_t i = 0; i < got; ++i) {
+      EXPECT_EQ(out[i].entry, entries[i]) << i;
+      EXPECT_EQ(out[i].key_size, key_of(i).size()) << i;
+      EXPECT_EQ(out[i].tag, i == 7 ? 0u : pnode_of(i) / 64) << i;
+      if (i != 7) EXPECT_EQ(entry_node_tag::node(out[i].tag), pnode_of(i)) << i;
+    }
+  };
+  {
+    test_index index;
+    auto pinned = index.epochs().pin();
+    std::vector<inode*> entries(20);
+    for (std::uint64_t i : {5, 0, 19, 7, 3, 12, 1, 2, 4, 6, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18}) {
+      entries[i] = index.insert(key_of(i), pnode_of(i));
+    }
+    entries[2]->publish({2, 64 * 4096, 0, false}, nullptr);
+    expect_tags(index.list(), entries);
+  }
+  {
+    test_index index;
+    std::vector<inode*> entries;
+    for (std::uint64_t i = 0; i < 20; ++i) entries.push_back(index.append(key_of(i), pnode_of(i)));
+    index.list().finish_build();
+    auto pinned = index.epochs().pin();
+    expect_tags(index.list(), entries);
+  }
 }
 
 // An entry the tree has no DRAM for (insert's fallback, reached through the test hook) is
@@ -312,7 +353,7 @@ TEST(IndexTest, AnEntryTheTreeLacksIsFoundBySearchesAndSeeks) {
   EXPECT_EQ(list.last_below("bb"), b);
   EXPECT_EQ(list.last_below("c"), b);
   EXPECT_EQ(list.find("b"), b);
-  inode* out[12];
+  key_index::ahead out[12];
   std::size_t got = 0;
   EXPECT_EQ(list.seek_ahead("b", out, 12, &got), b);
   EXPECT_EQ(list.seek_ahead("ab", out, 12, &got), b) << "not c, which the tree would give";

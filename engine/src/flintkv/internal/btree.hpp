@@ -109,9 +109,24 @@ struct btree_versions {
   static void TEST_mid_split() noexcept {}
 };
 
-template <class Entry, class KeyOf, class Memory, class Protocol = btree_versions>
+// A leaf slot keeps, beside its entry, the 32-bit tag that TagOf gave the entry when it
+// was inserted (or built): the tree never reads it, and hands it to following() and
+// at_or_after() readers with the entry, who may use it without reading the entry (the
+// engine keeps there where the key's newest node was, for a scan's read-ahead). No tags:
+struct btree_no_tags {
+  template <class Entry>
+  std::uint32_t operator()(const Entry*) const {
+    return 0;
+  }
+};
+
+template <class Entry, class KeyOf, class Memory, class Protocol = btree_versions,
+          class TagOf = btree_no_tags>
   requires btree_memory<Memory> && btree_protocol<Protocol> &&
-           requires(const Entry* e) { { KeyOf{}(e) } -> std::convertible_to<std::string_view>; }
+           requires(const Entry* e) {
+             { KeyOf{}(e) } -> std::convertible_to<std::string_view>;
+             { TagOf{}(e) } -> std::convertible_to<std::uint32_t>;
+           }
 class btree {
  public:
   static constexpr std::size_t kInlineKey = btree_layout::kInlineKey;
@@ -190,20 +205,25 @@ class btree {
   // The entry of the greatest key, or nullptr.
   Entry* last() const { return edge(side::next); }
 
+  // An entry as following() and at_or_after() give it: with its key's size and its tag,
+  // read from its slot.
+  struct ahead {
+    Entry* entry;
+    std::uint32_t key_size;
+    std::uint32_t tag;
+  };
+
   // Up to `n` entries with keys above `key`, in key order, into `out`; returns how many.
   // A hint for prefetching: the leaves after the first are read one by one, and a change
   // to one of them ends the list early. Every entry returned was in the tree at some time
   // during the call.
-  std::size_t following(std::string_view key, Entry** out, std::size_t n) const {
+  std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
     return collect<true>(key, out, n);
   }
   // The same from `key` on: the entry of `key` first if it has one (a seek, and the
   // entries a scan from it will read, in one descent).
-  std::size_t at_or_after(std::string_view key, Entry** out, std::size_t n) const {
+  std::size_t at_or_after(std::string_view key, ahead* out, std::size_t n) const {
     return collect<false>(key, out, n);
-  }
-  std::size_t following(const Entry* e, Entry** out, std::size_t n) const {
-    return following(KeyOf{}(e), out, n);
   }
 
   // Entries in the tree. Exact for the writer; for others, a recent count.
@@ -232,7 +252,7 @@ class btree {
     if (root == nullptr) {
       leaf* l = new_leaf();
       if (l == nullptr) return false;
-      store(l->slots[0], flat_slot{p.pre, p.size, e});
+      store(l->slots[0], leaf_slot(p, e));
       l->count.store(1, std::memory_order_relaxed);
       root_.store(l, std::memory_order_release);
       size_.store(size() + 1, std::memory_order_relaxed);
@@ -244,8 +264,8 @@ class btree {
     leaf* l = descend_writer(p, path, &depth, &pos);
     const std::size_t n = count_of(l);
     if (n < kLeafSlots) {
-      put(l, n, pos, flat_slot{p.pre, p.size, e});
-    } else if (!split_insert(path, depth, l, pos, flat_slot{p.pre, p.size, e})) {
+      put(l, n, pos, leaf_slot(p, e));
+    } else if (!split_insert(path, depth, l, pos, leaf_slot(p, e))) {
       return false;
     }
     size_.store(size() + 1, std::memory_order_relaxed);
@@ -260,7 +280,7 @@ class btree {
       const std::size_t n = count_of(l);
       if (version_of(l) == where.version && n < kLeafSlots) {
         const probe p = btree_layout::probe_of(KeyOf{}(e));
-        put(l, n, where.pos, flat_slot{p.pre, p.size, e});
+        put(l, n, where.pos, leaf_slot(p, e));
         size_.store(size() + 1, std::memory_order_relaxed);
         return true;
       }
@@ -363,6 +383,11 @@ class btree {
   using flat_slot = flat<Entry*>;
   using flat_child = flat<node*>;
   using probe = btree_layout::probe;
+
+  // Entry e's slot, p the probe of its key.
+  static flat_slot leaf_slot(const probe& p, Entry* e) {
+    return {p.pre, p.size, e, nullptr, static_cast<std::uint32_t>(TagOf{}(e))};
+  }
 
   struct path_step {
     inner* node;
@@ -552,7 +577,7 @@ class btree {
 
   // following() (Upper) and at_or_after().
   template <bool Upper>
-  std::size_t collect(std::string_view key, Entry** out, std::size_t n) const {
+  std::size_t collect(std::string_view key, ahead* out, std::size_t n) const {
     if (n == 0) return 0;
     const probe p = btree_layout::probe_of(key);
     const leaf* l;
@@ -578,11 +603,13 @@ class btree {
     }
   }
 
-  static std::size_t copy_entries(const leaf* l, std::size_t from, std::size_t count, Entry** out,
+  static std::size_t copy_entries(const leaf* l, std::size_t from, std::size_t count, ahead* out,
                                   std::size_t n) {
     std::size_t got = 0;
     for (std::size_t i = from; i < count && got < n; ++i) {
-      out[got++] = l->slots[i].ptr.load(std::memory_order_relaxed);
+      const slot<Entry*>& s = l->slots[i];
+      out[got++] = {s.ptr.load(std::memory_order_relaxed), s.size.load(std::memory_order_relaxed),
+                    s.tag.load(std::memory_order_relaxed)};
     }
     return got;
   }
@@ -920,9 +947,7 @@ class btree {
         // The entries lie anywhere: their keys are requested ahead, the misses overlap.
         if (at + kBuildPrefetch < n) __builtin_prefetch(sorted[at + kBuildPrefetch]);
         const std::string_view key = KeyOf{}(sorted[at]);
-        const flat_slot f{btree_layout::prefix_of(key), static_cast<std::uint32_t>(key.size()),
-                          sorted[at]};
-        store(l->slots[i], f);
+        store(l->slots[i], leaf_slot(btree_layout::probe_of(key), sorted[at]));
         if (i == 0) {
           flat_child bound{};
           if (g > 0 && !separator_slot(separator(prev_key, key), &bound)) throw std::bad_alloc();

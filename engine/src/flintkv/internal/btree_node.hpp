@@ -31,12 +31,15 @@ struct prefix {
   bool operator==(const prefix&) const = default;
 };
 
-// A slot: a key's (or separator's) prefix and size, and an entry (a leaf) or a child.
+// A slot: a key's (or separator's) prefix and size, and an entry (a leaf) or a child. A
+// leaf's slot also keeps its entry's tag (btree.hpp's TagOf) in what would be padding; an
+// inner node's tags are 0.
 template <class P>
 struct slot {
   std::atomic<std::uint64_t> hi{0};
   std::atomic<std::uint64_t> lo{0};
   std::atomic<std::uint32_t> size{0};
+  std::atomic<std::uint32_t> tag{0};
   std::atomic<P> ptr{nullptr};
 };
 
@@ -76,6 +79,7 @@ struct flat {
   std::uint32_t size = 0;
   P ptr = nullptr;
   const char* copy = nullptr;
+  std::uint32_t tag = 0;
 };
 
 // A key to search for, with its prefix.
@@ -144,13 +148,14 @@ prefix prefix_in(const slot<P>& s) {
 template <class P>
 flat<P> load(const slot<P>& s) {
   return {prefix_in(s), s.size.load(std::memory_order_relaxed),
-          s.ptr.load(std::memory_order_relaxed)};
+          s.ptr.load(std::memory_order_relaxed), nullptr, s.tag.load(std::memory_order_relaxed)};
 }
 template <class P>
 void store(slot<P>& s, const flat<P>& f) {
   s.hi.store(f.pre.hi, std::memory_order_relaxed);
   s.lo.store(f.pre.lo, std::memory_order_relaxed);
   s.size.store(f.size, std::memory_order_relaxed);
+  s.tag.store(f.tag, std::memory_order_relaxed);
   s.ptr.store(f.ptr, std::memory_order_relaxed);
 }
 

@@ -1101,12 +1101,13 @@ class engine final : public DB, private transaction_host {
     return {at(node_offset{v.pnode})->body() + n->key_size, v.value_size};
   }
 
-  // Requests the first two lines of version v's node (a node of up to 128 bytes, in its
-  // block of 128: all of it), reading nothing of the entry beyond v: the iterator's
+  // Requests the first two lines of the node at offset `pnode` (a node of up to 128 bytes,
+  // in its block of 128: all of it), reading nothing of its entry: the iterator's
   // read-ahead issues a dozen at once, and a lighter request keeps more of them in flight.
-  // Any v will do, a stale one too: a prefetch reads nothing and cannot fault.
-  void prefetch_node_start(const version_ref& v) const {
-    const char* p = reinterpret_cast<const char*>(storage_->pointer(node_offset{v.pnode}));
+  // Any offset in the pool will do, a stale one too: a prefetch reads nothing and cannot
+  // fault.
+  void prefetch_node_start(std::uint64_t pnode) const {
+    const char* p = reinterpret_cast<const char*>(storage_->pointer(node_offset{pnode}));
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
   }

@@ -197,6 +197,11 @@ struct inode {
     const std::size_t end = sizeof(inode) + key_size;
     return (end + alignof(state) - 1) / alignof(state) * alignof(state);
   }
+  // Where the newest version's two words end: a reader of the newest version and the key
+  // reads the entry's bytes before it.
+  static constexpr std::size_t newest_end(std::size_t key_size) {
+    return state_offset(key_size) + 2 * sizeof(std::uint64_t);
+  }
   static constexpr std::size_t size_for(std::size_t key_size) {
     return state_offset(key_size) + sizeof(state);
   }
@@ -634,9 +639,26 @@ struct entry_key {
   std::string_view operator()(const inode* n) const { return n->key(); }
 };
 
+// An entry's tag in the tree: where its key's newest node was when the entry went into the
+// tree (an insert, or recovery's build), in 64-byte units (nodes start on a line,
+// layout.hpp), or 0 for a node beyond 2^38 bytes. A scan's read-ahead requests the node
+// beside the entry instead of after it (iterator.hpp). Later versions of the key do not
+// change it: a stale tag costs a wasted prefetch, never a wrong read.
+struct entry_node_tag {
+  static constexpr unsigned kShift = 6;
+  std::uint32_t operator()(const inode* n) const { return of(n->unlocked_newest().pnode); }
+  static std::uint32_t of(std::uint64_t pnode) {
+    return pnode >> (32 + kShift) == 0 ? static_cast<std::uint32_t>(pnode >> kShift) : 0;
+  }
+  static std::uint64_t node(std::uint32_t tag) { return std::uint64_t{tag} << kShift; }
+};
+
 class key_index {
  public:
-  using tree = btree<inode, entry_key, epoch_dram>;
+  using tree = btree<inode, entry_key, epoch_dram, btree_versions, entry_node_tag>;
+  // An entry from the tree's read-ahead (following, seek_ahead), with its key's size and
+  // tag.
+  using ahead = tree::ahead;
   // Where a located new key goes in the tree (insert() puts it there without a descent
   // while that leaf is unchanged).
   using tree_place = tree::place;
@@ -715,7 +737,7 @@ class key_index {
 
   // Up to n entries that follow `key` on the list, from the tree: a hint for prefetching
   // (possibly stale; entries it lacks are skipped). REQUIRES: pinned.
-  std::size_t following(std::string_view key, inode** out, std::size_t n) const {
+  std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
     return tree_.following(key, out, n);
   }
 
@@ -728,10 +750,10 @@ class key_index {
   // first version is visible, and leaves it only once no reader may see the key (its
   // newest version a delete at or below every reader's). So its first answer at or after
   // `key` is at or before the reader's. Otherwise this asks seek(). REQUIRES: pinned.
-  inode* seek_ahead(std::string_view key, inode** out, std::size_t n, std::size_t* got) const {
+  inode* seek_ahead(std::string_view key, ahead* out, std::size_t n, std::size_t* got) const {
     if (tree_complete_.load(std::memory_order_relaxed)) {
       *got = tree_.at_or_after(key, out, n);
-      return *got == 0 ? nullptr : out[0];
+      return *got == 0 ? nullptr : out[0].entry;
     }
     *got = 0;
     return seek(key);

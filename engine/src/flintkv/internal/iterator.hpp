@@ -27,7 +27,7 @@ namespace flintkv::internal {
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
 // value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status,
-// prefetch_node(const inode*, const version_ref&).
+// prefetch_node(const inode*, const version_ref&), prefetch_node_start(std::uint64_t pnode).
 template <class Engine>
 class engine_iterator final : public Iterator {
  public:
@@ -181,7 +181,7 @@ class engine_iterator final : public Iterator {
 
   // A scan waits on a miss per entry and per node. So that they overlap, Seek and Next take
   // the entries that follow from the tree, whose leaves hold them side by side (index.hpp,
-  // seek_ahead and following), request all of their lines at once and then their nodes
+  // seek_ahead and following), and request the lines of all of them, then their nodes
   // (request_ahead): the steps after find both in cache. The entries from the tree are a
   // hint, never followed: the walk still takes each entry's successor link, and where the
   // hint and the list part (a write, a skipped key) or the hint runs out, the tree is asked
@@ -189,7 +189,7 @@ class engine_iterator final : public Iterator {
   // entry after it.
   void prefetch_ahead(const inode* n, bool from_tree) {
     if (from_tree) {
-      if (ahead_at_ < ahead_end_ && ahead_[ahead_at_] == n) {
+      if (ahead_at_ < ahead_end_ && ahead_[ahead_at_].entry == n) {
         ++ahead_at_;
         return;
       }
@@ -209,21 +209,36 @@ class engine_iterator final : public Iterator {
     }
   }
 
-  // REQUIRES: pinned since ahead_ was filled (its entries are then safe to read).
+  // Requests each entry of ahead_ up to its newest version's words (what a step reads of
+  // it), then each entry's newest node. The first step waits on its entry and then its
+  // node, so the first kTagged nodes are requested with the entries, from the entries'
+  // tags in the tree (index.hpp, entry_node_tag), and again from the entry where the tag
+  // is stale (a newer version since). The others are requested from the entries, which by
+  // then have arrived: requesting every node by its tag at once measured slower
+  // (docs/engine-design.md, "What bounds scans, space and memory"). REQUIRES: pinned since
+  // ahead_ was filled (its entries are then safe to read).
   void request_ahead() const {
     for (std::size_t i = 0; i < ahead_end_; ++i) {
-      __builtin_prefetch(ahead_[i]);
-      __builtin_prefetch(reinterpret_cast<const char*>(ahead_[i]) + 64);
+      const char* e = reinterpret_cast<const char*>(ahead_[i].entry);
+      __builtin_prefetch(e);
+      __builtin_prefetch(e + inode::newest_end(ahead_[i].key_size) - 1);
+      if (i < kTagged && ahead_[i].tag != 0) {
+        engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
+      }
     }
     for (std::size_t i = 0; i < ahead_end_; ++i) {
-      engine_->prefetch_node_start(ahead_[i]->unlocked_newest());
+      const std::uint64_t pnode = ahead_[i].entry->unlocked_newest().pnode;
+      if (i >= kTagged || entry_node_tag::node(ahead_[i].tag) != pnode) {
+        engine_->prefetch_node_start(pnode);
+      }
     }
   }
 
   // Entries that followed current_ when the tree was asked: compared and prefetched, never
-  // dereferenced (they may have been removed and freed since).
+  // dereferenced after the move that asked (they may have been removed and freed since).
   static constexpr std::size_t kAhead = 12;
-  inode* ahead_[kAhead];
+  static constexpr std::size_t kTagged = 2;  // request_ahead
+  key_index::ahead ahead_[kAhead];
   std::size_t ahead_at_ = 0;   // ahead_[ahead_at_] is the entry expected next
   std::size_t ahead_end_ = 0;
 
