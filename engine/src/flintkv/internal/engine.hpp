@@ -1133,12 +1133,16 @@ class engine final : public DB, private transaction_host {
     if (word == 0) return false;
     const node_offset at{point_table::newest_node(word)};
     const node* p = this->at(at);
-    if (std::memcmp(p->body(), key.data(), key.size()) != 0) return false;
     const stored_version v = read_version_word(p->version.load(flit::volatile_, flit::private_),
                                                in_node(at, word_field::version));
     if (v.kind != version_kind::committed || v.version > vv) return false;
     const version_ref newest{v.version, at.value, point_table::newest_value_size(word), false};
-    if (!node_matches(key.size(), newest, verify)) return false;
+    // The node's sizes before its key bytes: a word of another key (its hash bits alike)
+    // names a node whose block may end before key.size() bytes of body.
+    if (!node_matches(key.size(), newest, verify) ||
+        std::memcmp(p->body(), key.data(), key.size()) != 0) {
+      return false;
+    }
     if (value != nullptr) value->assign(p->body() + key.size(), newest.value_size);
     return true;
   }
