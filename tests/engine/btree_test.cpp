@@ -75,8 +75,7 @@ struct limited_memory {
   void reserve(std::size_t bytes, std::uint32_t n) noexcept { memory.reserve(bytes, n); }
 };
 
-using tree = btree<test_entry, key_of_entry, epoch_dram, flintkv::internal::btree_versions,
-                   tag_of_entry>;
+using tree = btree<test_entry, key_of_entry, tag_of_entry, epoch_dram>;
 
 // A tree with its DRAM and epochs, and the entries it indexes: owned here, and retired
 // through the epochs when erased (pinned readers may still read their keys).
@@ -483,8 +482,7 @@ TEST(BtreeTest, BuildGivesTheTreeThatInsertsGive) {
   }
 }
 
-using limited_tree = btree<test_entry, key_of_entry, limited_memory,
-                           flintkv::internal::btree_versions, tag_of_entry>;
+using limited_tree = btree<test_entry, key_of_entry, tag_of_entry, limited_memory>;
 
 // An insert that runs out of memory at any of its allocations (leaf, separator copy, inner
 // nodes, root; nullptr or std::bad_alloc) fails and leaves the tree as it was; so does a
@@ -673,7 +671,7 @@ struct TEST_unversioned_writes {
 
 TEST(BtreeConcurrencyTest, TheChecksCatchAWriterThatSkipsVersions) {
   using broken_tree =
-      btree<test_entry, key_of_entry, epoch_dram, TEST_unversioned_writes, tag_of_entry>;
+      btree<test_entry, key_of_entry, tag_of_entry, epoch_dram, TEST_unversioned_writes>;
   test_tree<broken_tree> t;
   stable_set stable;
   // One full leaf of stable keys: the next insert splits it.

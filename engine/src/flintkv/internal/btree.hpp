@@ -112,16 +112,8 @@ struct btree_versions {
 // A leaf slot keeps, beside its entry, the 32-bit tag that TagOf gave the entry when it
 // was inserted (or built): the tree never reads it, and hands it to following() and
 // at_or_after() readers with the entry, who may use it without reading the entry (the
-// engine keeps there where the key's newest node was, for a scan's read-ahead). No tags:
-struct btree_no_tags {
-  template <class Entry>
-  std::uint32_t operator()(const Entry*) const {
-    return 0;
-  }
-};
-
-template <class Entry, class KeyOf, class Memory, class Protocol = btree_versions,
-          class TagOf = btree_no_tags>
+// engine keeps there where the key's newest node was, for a scan's read-ahead).
+template <class Entry, class KeyOf, class TagOf, class Memory, class Protocol = btree_versions>
   requires btree_memory<Memory> && btree_protocol<Protocol> &&
            requires(const Entry* e) {
              { KeyOf{}(e) } -> std::convertible_to<std::string_view>;

@@ -655,7 +655,7 @@ struct entry_node_tag {
 
 class key_index {
  public:
-  using tree = btree<inode, entry_key, epoch_dram, btree_versions, entry_node_tag>;
+  using tree = btree<inode, entry_key, entry_node_tag, epoch_dram>;
   // An entry from the tree's read-ahead (following, seek_ahead), with its key's size and
   // tag.
   using ahead = tree::ahead;
