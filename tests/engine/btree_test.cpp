@@ -211,6 +211,9 @@ std::string compare_queries(Tree& t, const model& m, const std::string& key) {
                ", its entry's " + std::to_string(it->first.size()) + " and " +
                std::to_string(it->second->tag);
       }
+      if (have && !(out[i].pre == flintkv::internal::btree_layout::prefix_of(it->first))) {
+        return what + std::to_string(i) + " ('" + it->first + "'): not its key's prefix";
+      }
     }
   }
   const test_entry* want_first = m.empty() ? nullptr : m.begin()->second;
@@ -571,14 +574,22 @@ struct stable_set {
     bad += after != nullptr && above == nullptr;
     bad += above != nullptr &&
            (compare_keys(above->key, k) <= 0 || (after && compare_keys(above->key, *after) > 0));
-    // The keys following k: increasing, above k (reading them proves them not freed).
+    // The keys following k: increasing, above k (reading them proves them not freed),
+    // each with its size, tag and prefix, and no stable key left out up to the last.
     typename Tree::ahead out[8];
     const std::size_t n = t.following(k, out, 8);
     std::string_view prev = k;
+    std::size_t next_stable = i + 1;
     for (std::size_t j = 0; j < n; ++j) {
       const test_entry* e = out[j].entry;
       bad += compare_keys(e->key, prev) <= 0;
       bad += out[j].tag != e->tag || out[j].key_size != e->key.size();
+      bad += !(out[j].pre == flintkv::internal::btree_layout::prefix_of(e->key));
+      if (next_stable < keys.size()) {
+        const int c = compare_keys(e->key, keys[next_stable]);
+        bad += c > 0;  // passed a stable key
+        if (c >= 0) ++next_stable;
+      }
       prev = e->key;
     }
     const test_entry* first = t.first();

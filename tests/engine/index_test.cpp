@@ -51,15 +51,15 @@ class test_index {
   key_index& list() { return list_; }
   alloc::epoch_domain& epochs() { return epochs_; }
 
-  // Inserts `key` (not in the index), its newest version's node at `pnode`. REQUIRES: the
-  // one writer.
-  inode* insert(const std::string& key, std::uint64_t pnode = 64) {
+  // Inserts `key` (not in the index), its newest version's node at `pnode` (a delete if
+  // `tombstone`). REQUIRES: the one writer.
+  inode* insert(const std::string& key, std::uint64_t pnode = 64, bool tombstone = false) {
     inode* pred = nullptr;
     inode* after = nullptr;
     list_.locate(key, &pred, &after);
     void* m = std::malloc(inode::size_for(key.size()));
     memory_.push_back(m);
-    inode* n = inode::make(m, key, {1, pnode, 0, false});
+    inode* n = inode::make(m, key, {1, pnode, 0, tombstone});
     list_.insert(n, pred);
     return n;
   }
@@ -70,10 +70,10 @@ class test_index {
     return inode::make(m, key, {1, 64, 0, false});
   }
   // Appends `key` (larger than every key so far) as recovery does.
-  inode* append(const std::string& key, std::uint64_t pnode = 64) {
+  inode* append(const std::string& key, std::uint64_t pnode = 64, bool tombstone = false) {
     void* m = std::malloc(inode::size_for(key.size()));
     memory_.push_back(m);
-    inode* n = inode::make(m, key, {1, pnode, 0, false});
+    inode* n = inode::make(m, key, {1, pnode, 0, tombstone});
     list_.append(n);
     return n;
   }
@@ -301,12 +301,13 @@ TEST(IndexTest, SeekAheadGivesTheFirstEntryAtOrAfterTheKeyAndThoseThatFollow) {
   EXPECT_EQ(got, 0u);
 }
 
-// The tree's read-ahead gives each entry with its key's size and its tag: where its newest
-// node was when it went into the tree, by an insert or recovery's build, in 64-byte units
-// (0 past 2^38 bytes). A later version leaves the tag as it was (a stale hint: the scan's
-// read-ahead then asks the entry).
+// The tree's read-ahead gives each entry with its key's size and first bytes and its tag:
+// where its newest node was when it went into the tree, by an insert or recovery's build,
+// in 64-byte units (0 past 2^38 bytes, and for a delete). A later version leaves the tag as
+// it was (a stale hint: update_marks then tells a scan to ask the entry).
 TEST(IndexTest, TheTreeTagsEachEntryWithItsNodeWhenItWentIn) {
   constexpr std::uint64_t kFar = std::uint64_t{1} << 40;  // beyond what a tag can name
+  constexpr std::uint64_t kDelete = 9;                     // its newest version a delete
   auto pnode_of = [&](std::uint64_t i) { return i == 7 ? kFar : 64 * (i + 1) + 64 * 1024 * i; };
   auto expect_tags = [&](key_index& list, const std::vector<inode*>& entries) {
     key_index::ahead out[12];
@@ -316,8 +317,11 @@ TEST(IndexTest, TheTreeTagsEachEntryWithItsNodeWhenItWentIn) {
     for (std::size_t i = 0; i < got; ++i) {
       EXPECT_EQ(out[i].entry, entries[i]) << i;
       EXPECT_EQ(out[i].key_size, key_of(i).size()) << i;
-      EXPECT_EQ(out[i].tag, i == 7 ? 0u : pnode_of(i) / 64) << i;
-      if (i != 7) EXPECT_EQ(entry_node_tag::node(out[i].tag), pnode_of(i)) << i;
+      EXPECT_EQ(out[i].pre, flintkv::internal::btree_layout::prefix_of(key_of(i))) << i;
+      EXPECT_EQ(out[i].tag, i == 7 || i == kDelete ? 0u : pnode_of(i) / 64) << i;
+      if (i != 7 && i != kDelete) {
+        EXPECT_EQ(entry_node_tag::node(out[i].tag), pnode_of(i)) << i;
+      }
     }
   };
   {
@@ -325,7 +329,7 @@ TEST(IndexTest, TheTreeTagsEachEntryWithItsNodeWhenItWentIn) {
     auto pinned = index.epochs().pin();
     std::vector<inode*> entries(20);
     for (std::uint64_t i : {5, 0, 19, 7, 3, 12, 1, 2, 4, 6, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18}) {
-      entries[i] = index.insert(key_of(i), pnode_of(i));
+      entries[i] = index.insert(key_of(i), pnode_of(i), i == kDelete);
     }
     entries[2]->publish({2, 64 * 4096, 0, false}, nullptr);
     expect_tags(index.list(), entries);
@@ -333,11 +337,36 @@ TEST(IndexTest, TheTreeTagsEachEntryWithItsNodeWhenItWentIn) {
   {
     test_index index;
     std::vector<inode*> entries;
-    for (std::uint64_t i = 0; i < 20; ++i) entries.push_back(index.append(key_of(i), pnode_of(i)));
+    for (std::uint64_t i = 0; i < 20; ++i) {
+      entries.push_back(index.append(key_of(i), pnode_of(i), i == kDelete));
+    }
     index.list().finish_build();
     auto pinned = index.epochs().pin();
     expect_tags(index.list(), entries);
   }
+}
+
+// Every entry's tag is current until the combiner marks the entry as updated; a mark stays.
+TEST(IndexTest, AnEntryTagIsCurrentUntilItsEntryIsMarked) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  std::vector<inode*> entries;
+  for (std::uint64_t i = 0; i < 64; ++i) entries.push_back(index.insert(key_of(i)));
+  for (inode* e : entries) EXPECT_TRUE(list.tag_current(e));
+  for (std::size_t i = 0; i < entries.size(); i += 3) {
+    list.mark_updated(entries[i]);
+    list.mark_updated(entries[i]);  // marking again changes nothing
+  }
+  std::size_t current = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i % 3 == 0) {
+      EXPECT_FALSE(list.tag_current(entries[i])) << i;
+    } else {
+      current += list.tag_current(entries[i]);  // unless it shares a marked bit
+    }
+  }
+  EXPECT_GE(current, 40u) << "of 42 unmarked entries, in 2^18 bits";
 }
 
 // An entry the tree has no DRAM for (insert's fallback, reached through the test hook) is

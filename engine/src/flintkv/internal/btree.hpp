@@ -197,18 +197,25 @@ class btree {
   // The entry of the greatest key, or nullptr.
   Entry* last() const { return edge(side::next); }
 
-  // An entry as following() and at_or_after() give it: with its key's size and its tag,
-  // read from its slot.
+  // An entry as following() and at_or_after() give it: with its key's size, its key's
+  // first kInlineKey bytes (zero-padded, as btree_layout::prefix_of gives them) and its
+  // tag, read from its slot.
   struct ahead {
     Entry* entry;
     std::uint32_t key_size;
     std::uint32_t tag;
+    btree_layout::prefix pre;
   };
 
   // Up to `n` entries with keys above `key`, in key order, into `out`; returns how many.
-  // A hint for prefetching: the leaves after the first are read one by one, and a change
-  // to one of them ends the list early. Every entry returned was in the tree at some time
-  // during the call.
+  // The leaves after the first are read one by one, and a change to one of them ends the
+  // list early. Every entry returned was in the tree at some time during the call, and
+  // none is left out: an entry that is in the tree throughout the call, with a key above
+  // `key` and below the last one returned, is returned. (Each leaf is read whole at one
+  // version. Entries move between leaves only when a leaf splits, and then to the new leaf
+  // on its right, which changes the split leaf's version; a leaf is removed only when it
+  // is empty. So the next leaf of a leaf read at one version holds, once read at one
+  // version itself, every entry that stayed in the tree between them.)
   std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
     return collect<true>(key, out, n);
   }
@@ -601,7 +608,7 @@ class btree {
     for (std::size_t i = from; i < count && got < n; ++i) {
       const slot<Entry*>& s = l->slots[i];
       out[got++] = {s.ptr.load(std::memory_order_relaxed), s.size.load(std::memory_order_relaxed),
-                    s.tag.load(std::memory_order_relaxed)};
+                    s.tag.load(std::memory_order_relaxed), prefix_in(s)};
     }
     return got;
   }

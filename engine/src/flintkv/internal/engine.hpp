@@ -324,6 +324,9 @@ class engine final : public DB, private transaction_host {
   // Test hook: an update of a key leaves the point table's newest word of the key as it
   // was (a broken variant, for tests that show their checks catch a stale word).
   void TEST_skip_newest_words(bool skip) { test_skip_newest_.store(skip); }
+  // Test hook: updates leave their entries unmarked (update_marks), so that scans take
+  // stale tags for the newest versions: shows that the iterator tests catch it.
+  void TEST_skip_update_marks(bool skip) { test_skip_marks_.store(skip); }
 
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
@@ -1000,6 +1003,7 @@ class engine final : public DB, private transaction_host {
       r->older.store(entry->older().load(std::memory_order_relaxed), std::memory_order_relaxed);
       entry->publish(v, r);
       if (!test_skip_newest_.load(std::memory_order_relaxed)) index_->set_newest(entry);
+      if (!test_skip_marks_.load(std::memory_order_relaxed)) index_->mark_updated(entry);
       reclaimer_.note(entry, version);
     } else {
       entry = u.fresh;
@@ -1147,6 +1151,36 @@ class engine final : public DB, private transaction_host {
     return true;
   }
 
+  // A scan's step without the entry (iterator.hpp): the node that `a`'s tag names, if
+  // update_marks shows no version of the entry after the tagged one, the node holds a key
+  // of a's size and prefix, is committed at a version at or below `vv`, is not a delete,
+  // and (if `verify`) matches its checksum. Then *key is its key and *v its version, and
+  // that version is the key's newest at vv (update_marks). Else false: the entry must
+  // answer (it reports damage too). The node is not freed while the iterator's version is
+  // registered, as the newest version at vv of a live key. REQUIRES: pinned, and vv read
+  // from visible_version before a's entry was read from the tree.
+  bool node_by_tag(const key_index::ahead& a, std::uint64_t vv, bool verify, std::string_view* key,
+                   version_ref* v) const {
+    if (a.tag == 0 || !index_->tag_current(a.entry)) return false;
+    const node_offset at{entry_node_tag::node(a.tag)};
+    if (at.value + node::size_for(a.key_size, 0) > storage_->size()) return false;
+    const node* p = this->at(at);
+    const stored_version sv = read_version_word(p->version.load(flit::volatile_, flit::private_),
+                                                in_node(at, word_field::version));
+    if (sv.kind != version_kind::committed || sv.version > vv) return false;
+    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
+    if (key_size_of(sizes) != a.key_size || (flags_of(sizes) & kTombstone) != 0) return false;
+    const std::uint32_t value_size = static_cast<std::uint32_t>(value_size_of(sizes));
+    if (at.value + node::size_for(a.key_size, value_size) > storage_->size()) return false;
+    const std::string_view k(p->body(), a.key_size);
+    if (btree_layout::prefix_of(k) != a.pre) return false;
+    const version_ref found{sv.version, at.value, value_size, false};
+    if (verify && !node_matches(a.key_size, found, true)) return false;
+    *key = k;
+    *v = found;
+    return true;
+  }
+
   // Whether version v's node, of a key of key_size bytes, has v's sizes and delete flag in
   // its size word, and (if `checksum`) its content matches its checksum. The node is
   // immutable once linked, so a plain load of its size word suffices.
@@ -1252,6 +1286,7 @@ class engine final : public DB, private transaction_host {
   std::atomic<unsigned> test_reclaim_every_{0};
   std::atomic<bool> test_skip_validation_{false};
   std::atomic<bool> test_skip_newest_{false};
+  std::atomic<bool> test_skip_marks_{false};
   striped_counter puts_, deletes_, batches_, gets_, iterators_;
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;

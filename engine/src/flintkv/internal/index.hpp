@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <utility>
 
@@ -641,16 +642,58 @@ struct entry_key {
 
 // An entry's tag in the tree: where its key's newest node was when the entry went into the
 // tree (an insert, or recovery's build), in 64-byte units (nodes start on a line,
-// layout.hpp), or 0 for a node beyond 2^38 bytes. A scan's read-ahead requests the node
-// beside the entry instead of after it (iterator.hpp). Later versions of the key do not
-// change it: a stale tag costs a wasted prefetch, never a wrong read.
+// layout.hpp), or 0 for a node beyond 2^38 bytes or a delete. Later versions of the key do
+// not change it. A scan requests the node beside the entry instead of after it, and where
+// update_marks says the entry has had no version since, reads the key and value from the
+// node without reading the entry at all (iterator.hpp).
 struct entry_node_tag {
   static constexpr unsigned kShift = 6;
-  std::uint32_t operator()(const inode* n) const { return of(n->unlocked_newest().pnode); }
+  std::uint32_t operator()(const inode* n) const {
+    const version_ref v = n->unlocked_newest();
+    return v.tombstone ? 0 : of(v.pnode);
+  }
   static std::uint32_t of(std::uint64_t pnode) {
     return pnode >> (32 + kShift) == 0 ? static_cast<std::uint32_t>(pnode >> kShift) : 0;
   }
   static std::uint64_t node(std::uint32_t tag) { return std::uint64_t{tag} << kShift; }
+};
+
+// Which entries may have had a version published since they went into the tree: a bit
+// per entry address (hashed; several entries share a bit), set by the combiner before it
+// publishes any version of an entry after its first, and cleared only by starting over
+// with a new index (recovery, which tags every entry anew). A clear bit, read by a reader
+// at version V (read with acquire from visible_version, before the bit), means that no
+// version of the entry's key above its tag's and at or below V exists: such a version was
+// published before V was, so its bit was set before. Bits only fill up: once most are set,
+// scans read entries as if there were no marks.
+//
+// Thread safety: mark() by the combiner (one at a time); clear() by any reader, lock-free.
+class update_marks {
+ public:
+  static constexpr unsigned kBits = 18;  // 32 KiB: read by every scan step, so kept small
+  update_marks() : words_(new std::atomic<std::uint64_t>[kWords]()) {}
+  // A load and a store, not a read-modify-write: there is one marker at a time, and a
+  // locked instruction here would wait for the combiner's stores to the pool to drain.
+  void mark(const inode* n) {
+    const std::uint64_t b = bit_of(n);
+    std::atomic<std::uint64_t>& word = words_[b / 64];
+    const std::uint64_t bit = std::uint64_t{1} << (b % 64);
+    if (const std::uint64_t w = word.load(std::memory_order_relaxed); (w & bit) == 0) {
+      word.store(w | bit, std::memory_order_relaxed);
+    }
+  }
+  bool clear(const inode* n) const {
+    const std::uint64_t b = bit_of(n);
+    return (words_[b / 64].load(std::memory_order_relaxed) & (std::uint64_t{1} << (b % 64))) == 0;
+  }
+  static constexpr std::size_t bytes() { return kWords * sizeof(std::uint64_t); }
+
+ private:
+  static constexpr std::size_t kWords = (std::size_t{1} << kBits) / 64;
+  static std::uint64_t bit_of(const inode* n) {
+    return (reinterpret_cast<std::uintptr_t>(n) >> 4) * 0x9e3779b97f4a7c15ull >> (64 - kBits);
+  }
+  std::unique_ptr<std::atomic<std::uint64_t>[]> words_;
 };
 
 class key_index {
@@ -735,6 +778,14 @@ class key_index {
   // REQUIRES: the combiner lock; before the version is visible.
   void set_newest(const inode* n) { points_.set_newest(n); }
 
+  // Notes that n has a version after its first (update_marks). REQUIRES: the combiner
+  // lock; before that version is visible.
+  void mark_updated(const inode* n) { marks_.mark(n); }
+  // Whether n has had no version after the one its tag names, as a reader at a version it
+  // read from visible_version before this call sees it (update_marks). Reads nothing of n,
+  // which may have been freed. REQUIRES: pinned.
+  bool tag_current(const inode* n) const { return marks_.clear(n); }
+
   // Up to n entries that follow `key` on the list, from the tree: a hint for prefetching
   // (possibly stale; entries it lacks are skipped). REQUIRES: pinned.
   std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
@@ -758,6 +809,11 @@ class key_index {
     *got = 0;
     return seek(key);
   }
+
+  // Whether the tree holds every entry. Once false, it stays false until recovery builds
+  // a new index; so a reader that sees true, at any time after it read visible_version,
+  // finds every key it may see in the tree (seek_ahead).
+  bool tree_whole() const { return tree_complete_.load(std::memory_order_relaxed); }
 
   // The point table's and the tree's bytes of DRAM.
   std::size_t point_table_bytes() const { return points_.bytes(); }
@@ -903,6 +959,7 @@ class key_index {
   // Written by the combiner (or recovery) only.
   std::atomic<bool> tree_complete_{true};
   point_table points_;
+  update_marks marks_;
   std::vector<inode*> built_;  // recovery only: the entries appended, for the tree's build
 };
 

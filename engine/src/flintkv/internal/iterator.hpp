@@ -27,7 +27,9 @@ namespace flintkv::internal {
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
 // value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status,
-// prefetch_node(const inode*, const version_ref&), prefetch_node_start(std::uint64_t pnode).
+// prefetch_node(const inode*, const version_ref&), prefetch_node_start(std::uint64_t pnode),
+// node_by_tag(const key_index::ahead&, std::uint64_t version, bool verify, std::string_view*,
+// version_ref*) -> bool.
 template <class Engine>
 class engine_iterator final : public Iterator {
  public:
@@ -72,7 +74,9 @@ class engine_iterator final : public Iterator {
     if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
     inode* n = index().seek_ahead(target, ahead_, kAhead, &ahead_end_);
     ahead_at_ = 0;
+    whole_ = ahead_end_ > 0;
     request_ahead();
+    if (land_by_tag()) return;
     settle_forward(n, true);
   }
 
@@ -90,6 +94,12 @@ class engine_iterator final : public Iterator {
 
   void Next() override {
     auto pinned = engine_->pin();
+    if (whole_ && ahead_at_ == ahead_end_) {
+      ahead_end_ = index().following(key_, ahead_, kAhead);
+      ahead_at_ = 0;
+      request_ahead();
+    }
+    if (land_by_tag()) return;
     settle_forward(current_->load_next(), true);
   }
 
@@ -98,7 +108,7 @@ class engine_iterator final : public Iterator {
     settle_backward_from(current_);
   }
 
-  std::string_view key() const override { return current_->key(); }
+  std::string_view key() const override { return key_; }
   std::string_view value() const override { return engine_->value_of(current_, version_ref_); }
   // Corruption once the iterator met a damaged node (it is then not Valid), until the next
   // seek; OK otherwise.
@@ -175,8 +185,36 @@ class engine_iterator final : public Iterator {
       }
     }
     current_ = n;
+    key_ = n->key();
     version_ref_ = v;
     prefetch_ahead(n, from_tree);
+  }
+
+  // Seek and Next: takes the next entry from the tree, ahead_[ahead_at_], without reading
+  // it, where its tag's node answers (Engine::node_by_tag: no version since the tag, at or
+  // below the iterator's version, not a delete, within the upper bound). Then it is the
+  // next key the iterator reads: whole_ says ahead_ came from a tree that held every
+  // entry, and such a tree holds every key the iterator reads from before the iterator's
+  // version was read until the iterator is gone (index.hpp, seek_ahead), so between the
+  // key the iterator stands on and this one no key it reads was left out of ahead_
+  // (btree.hpp, following). False leaves the step to the entries. The entry is not read
+  // later either, except by a move that leaves this key (Next's fallback, Prev): as the
+  // entry of a key the iterator reads, it stays in the index (invariant (1)).
+  bool land_by_tag() {
+    if (!whole_ || ahead_at_ == ahead_end_) return false;
+    const key_index::ahead& a = ahead_[ahead_at_];
+    std::string_view key;
+    version_ref v;
+    if (!engine_->node_by_tag(a, registration_.version, verify_, &key, &v)) return false;
+    if (upper_ && compare_keys(key, *upper_) >= 0) {
+      current_ = nullptr;
+      return true;
+    }
+    current_ = a.entry;
+    key_ = key;
+    version_ref_ = v;
+    ++ahead_at_;
+    return true;
   }
 
   // A scan waits on a miss per entry and per node. So that they overlap, Seek and Next take
@@ -195,9 +233,11 @@ class engine_iterator final : public Iterator {
       }
       ahead_end_ = index().following(n->key(), ahead_, kAhead);
       ahead_at_ = 0;
+      whole_ = index().tree_whole();
       request_ahead();
       return;
     }
+    whole_ = false;
     const inode* next = n->next_relaxed();
     if (next == nullptr) return;
     __builtin_prefetch(next);
@@ -217,18 +257,27 @@ class engine_iterator final : public Iterator {
   // then have arrived: requesting every node by its tag at once measured slower
   // (docs/engine-design.md, "What bounds scans, space and memory"). REQUIRES: pinned since
   // ahead_ was filled (its entries are then safe to read).
-  void request_ahead() const {
+  void request_ahead() {
+    std::size_t untagged = 0;
     for (std::size_t i = 0; i < ahead_end_; ++i) {
+      const bool current = ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry);
+      tag_current_[i] = current;
+      if (current) {
+        engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
+        continue;
+      }
       const char* e = reinterpret_cast<const char*>(ahead_[i].entry);
       __builtin_prefetch(e);
       __builtin_prefetch(e + inode::newest_end(ahead_[i].key_size) - 1);
-      if (i < kTagged && ahead_[i].tag != 0) {
+      if (untagged++ < kTagged && ahead_[i].tag != 0) {
         engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
       }
     }
+    untagged = 0;
     for (std::size_t i = 0; i < ahead_end_; ++i) {
+      if (tag_current_[i]) continue;
       const std::uint64_t pnode = ahead_[i].entry->unlocked_newest().pnode;
-      if (i >= kTagged || entry_node_tag::node(ahead_[i].tag) != pnode) {
+      if (untagged++ >= kTagged || entry_node_tag::node(ahead_[i].tag) != pnode) {
         engine_->prefetch_node_start(pnode);
       }
     }
@@ -239,14 +288,19 @@ class engine_iterator final : public Iterator {
   static constexpr std::size_t kAhead = 12;
   static constexpr std::size_t kTagged = 2;  // request_ahead
   key_index::ahead ahead_[kAhead];
+  bool tag_current_[kAhead] = {};  // request_ahead: the node by tag only
   std::size_t ahead_at_ = 0;   // ahead_[ahead_at_] is the entry expected next
   std::size_t ahead_end_ = 0;
+  // Since the last Seek, ahead_ comes from a tree that held every entry, and
+  // ahead_[ahead_at_ ..) are the entries that follow the key the iterator stands on.
+  bool whole_ = false;
 
   const Engine* engine_;
   const snapshot_registry::registration registration_;  // its version is the iterator's
   const bool verify_;
   std::optional<std::string> lower_, upper_;
   inode* current_ = nullptr;
+  std::string_view key_;  // current_'s key: from its entry, or from its node
   version_ref version_ref_;
   Status status_;
 };
