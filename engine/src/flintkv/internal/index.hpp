@@ -659,27 +659,27 @@ struct entry_node_tag {
 };
 
 // Which entries may have had a version published since they went into the tree: a bit
-// per entry address (hashed; several entries share a bit), set by the combiner before it
-// publishes any version of an entry after its first, and cleared only by starting over
-// with a new index (recovery, which tags every entry anew). A clear bit, read by a reader
+// per entry address (hashed; several entries share a bit), set by a writer that located
+// the entry to update it, before any version of that update is published, and cleared
+// only by starting over with a new index (recovery, which tags every entry anew). A clear bit, read by a reader
 // at version V (read with acquire from visible_version, before the bit), means that no
 // version of the entry's key above its tag's and at or below V exists: such a version was
 // published before V was, so its bit was set before. Bits only fill up: once most are set,
 // scans read entries as if there were no marks.
 //
-// Thread safety: mark() by the combiner (one at a time); clear() by any reader, lock-free.
+// Thread safety: mark() by any writer, clear() by any reader, lock-free.
 class update_marks {
  public:
   static constexpr unsigned kBits = 18;  // 32 KiB: read by every scan step, so kept small
   update_marks() : words_(new std::atomic<std::uint64_t>[kWords]()) {}
-  // A load and a store, not a read-modify-write: there is one marker at a time, and a
-  // locked instruction here would wait for the combiner's stores to the pool to drain.
-  void mark(const inode* n) {
+  // A read first: most marks of a store being overwritten find their bit set, and then
+  // write nothing.
+  void mark(const inode* n) const {
     const std::uint64_t b = bit_of(n);
     std::atomic<std::uint64_t>& word = words_[b / 64];
     const std::uint64_t bit = std::uint64_t{1} << (b % 64);
-    if (const std::uint64_t w = word.load(std::memory_order_relaxed); (w & bit) == 0) {
-      word.store(w | bit, std::memory_order_relaxed);
+    if ((word.load(std::memory_order_relaxed) & bit) == 0) {
+      word.fetch_or(bit, std::memory_order_relaxed);
     }
   }
   bool clear(const inode* n) const {
@@ -778,9 +778,9 @@ class key_index {
   // REQUIRES: the combiner lock; before the version is visible.
   void set_newest(const inode* n) { points_.set_newest(n); }
 
-  // Notes that n has a version after its first (update_marks). REQUIRES: the combiner
-  // lock; before that version is visible.
-  void mark_updated(const inode* n) { marks_.mark(n); }
+  // Notes that n may get a version after its first (update_marks). REQUIRES: before that
+  // version is handed to a combiner. Any thread.
+  void mark_updated(const inode* n) const { marks_.mark(n); }
   // Whether n has had no version after the one its tag names, as a reader at a version it
   // read from visible_version before this call sees it (update_marks). Reads nothing of n,
   // which may have been freed. REQUIRES: pinned.
