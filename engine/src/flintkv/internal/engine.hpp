@@ -1110,7 +1110,12 @@ class engine final : public DB, private transaction_host {
   // ---- reads -----------------------------------------------------------------------------
 
   std::string_view value_of(const inode* n, const version_ref& v) const {
-    return {at(node_offset{v.pnode})->body() + n->key_size, v.value_size};
+    return value_after(v, n->key_size);
+  }
+  // The value of version v, whose key has key_size bytes: read from its node alone (an
+  // iterator that took the key from the node has not read the entry).
+  std::string_view value_after(const version_ref& v, std::size_t key_size) const {
+    return {at(node_offset{v.pnode})->body() + key_size, v.value_size};
   }
 
   // Requests the first two lines of the node at offset `pnode` (a node of up to 128 bytes,

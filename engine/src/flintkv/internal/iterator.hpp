@@ -26,7 +26,8 @@
 namespace flintkv::internal {
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
-// value_of(const inode*, const version_ref&), verify(const inode*, const version_ref&) -> Status,
+// value_after(const version_ref&, std::size_t key_size), verify(const inode*, const
+// version_ref&) -> Status,
 // prefetch_node(const inode*, const version_ref&), prefetch_node_start(std::uint64_t pnode),
 // node_by_tag(const key_index::ahead&, std::uint64_t version, bool verify, std::string_view*,
 // version_ref*) -> bool.
@@ -109,7 +110,9 @@ class engine_iterator final : public Iterator {
   }
 
   std::string_view key() const override { return key_; }
-  std::string_view value() const override { return engine_->value_of(current_, version_ref_); }
+  std::string_view value() const override {
+    return engine_->value_after(version_ref_, key_.size());
+  }
   // Corruption once the iterator met a damaged node (it is then not Valid), until the next
   // seek; OK otherwise.
   Status status() const override { return status_; }
