@@ -786,8 +786,10 @@ class key_index {
   // which may have been freed. REQUIRES: pinned.
   bool tag_current(const inode* n) const { return marks_.clear(n); }
 
-  // Up to n entries that follow `key` on the list, from the tree: a hint for prefetching
-  // (possibly stale; entries it lacks are skipped). REQUIRES: pinned.
+  // Up to n entries that follow `key` on the list, from the tree (btree::following: none
+  // that stayed in the tree is left out, but entries it lacks are, and the answer may be
+  // stale by the time it is read). While tree_whole(), a reader finds every key it may see
+  // in it (seek_ahead). REQUIRES: pinned.
   std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
     return tree_.following(key, out, n);
   }
@@ -795,12 +797,13 @@ class key_index {
   // For a reader at a version that visible_version had when the reader began: the first
   // entry at or after `key` that the reader may see, or one before it on the list (never
   // after it), or nullptr for none; and in out[0 .. *got) the entries from it on, from the
-  // tree (a hint for prefetching, as following() gives). One descent of the tree instead of
-  // a point table probe and a descent. While the tree holds every entry (no insert ran out
-  // of DRAM), it holds every entry the reader may see: an entry is in the tree before its
-  // first version is visible, and leaves it only once no reader may see the key (its
-  // newest version a delete at or below every reader's). So its first answer at or after
-  // `key` is at or before the reader's. Otherwise this asks seek(). REQUIRES: pinned.
+  // tree, as following() gives them (*got is 0 when the tree lacks an entry). One descent
+  // of the tree instead of a point table probe and a descent. While the tree holds every
+  // entry (no insert ran out of DRAM), it holds every entry the reader may see: an entry
+  // is in the tree before its first version is visible, and leaves it only once no reader
+  // may see the key (its newest version a delete at or below every reader's). So its first
+  // answer at or after `key` is at or before the reader's, and the entries it gives leave
+  // out no key the reader may see. Otherwise this asks seek(). REQUIRES: pinned.
   inode* seek_ahead(std::string_view key, ahead* out, std::size_t n, std::size_t* got) const {
     if (tree_complete_.load(std::memory_order_relaxed)) {
       *got = tree_.at_or_after(key, out, n);

@@ -223,10 +223,10 @@ class engine_iterator final : public Iterator {
   // A scan waits on a miss per entry and per node. So that they overlap, Seek and Next take
   // the entries that follow from the tree, whose leaves hold them side by side (index.hpp,
   // seek_ahead and following), and request the lines of all of them, then their nodes
-  // (request_ahead): the steps after find both in cache. The entries from the tree are a
-  // hint, never followed: the walk still takes each entry's successor link, and where the
-  // hint and the list part (a write, a skipped key) or the hint runs out, the tree is asked
-  // again. Other moves (SeekToFirst, Prev ...) request the next entry, its node and the
+  // (request_ahead): the steps after find both in cache. Along the list the entries from
+  // the tree are a hint, never followed: the walk still takes each entry's successor link,
+  // and where the hint and the list part (a write, a skipped key) or the hint runs out, the
+  // tree is asked again (land_by_tag follows them, by its own argument). Other moves (SeekToFirst, Prev ...) request the next entry, its node and the
   // entry after it.
   void prefetch_ahead(const inode* n, bool from_tree) {
     if (from_tree) {
@@ -252,14 +252,15 @@ class engine_iterator final : public Iterator {
     }
   }
 
-  // Requests each entry of ahead_ up to its newest version's words (what a step reads of
-  // it), then each entry's newest node. The first step waits on its entry and then its
-  // node, so the first kTagged nodes are requested with the entries, from the entries'
-  // tags in the tree (index.hpp, entry_node_tag), and again from the entry where the tag
-  // is stale (a newer version since). The others are requested from the entries, which by
-  // then have arrived: requesting every node by its tag at once measured slower
-  // (docs/engine-design.md, "What bounds scans, space and memory"). REQUIRES: pinned since
-  // ahead_ was filled (its entries are then safe to read).
+  // Requests the node of each entry of ahead_ whose tag is current (update_marks) by the
+  // tag alone: land_by_tag will read it and not the entry. Of the others, requests each
+  // entry up to its newest version's words (what a step reads of it), then its newest
+  // node. Such a step waits on its entry and then its node, so the first kTagged of their
+  // nodes are requested with the entries, from the tags, and again from the entry where
+  // the tag is stale (a newer version since). The rest are requested from the entries,
+  // which by then have arrived: requesting every node by its tag together with the entries
+  // measured slower (docs/engine-design.md, "What bounds scans, space and memory").
+  // REQUIRES: pinned since ahead_ was filled (its entries are then safe to read).
   void request_ahead() {
     std::size_t untagged = 0;
     for (std::size_t i = 0; i < ahead_end_; ++i) {
