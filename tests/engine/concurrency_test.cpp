@@ -244,6 +244,38 @@ TYPED_TEST(ConcurrencyTest, BackwardIterationAgreesWithForwardWhileEntriesComeAn
   EXPECT_EQ(engine->TEST_check_index(), "");
 }
 
+// The writers of the tests below: writer w (of `writers`) makes `writes` writes. Two in
+// three put one of its own keys, owned(w, k) for k below `per_writer`, and record the
+// generation in acknowledged[w * per_writer + k] once the Put returned; the third puts or
+// deletes churn(k) for a random k below kKeys. Each counts its failed writes in
+// `failures`, and decrements `writers_left` when done.
+template <class Owned, class Churn>
+std::vector<std::thread> owner_writers(DB& db, int writers, int per_writer, int writes,
+                                       std::uint64_t seed, Owned owned, Churn churn,
+                                       std::vector<std::atomic<std::uint64_t>>& acknowledged,
+                                       std::atomic<int>& writers_left, std::atomic<int>& failures) {
+  std::vector<std::thread> threads;
+  for (int w = 0; w < writers; ++w) {
+    threads.emplace_back([=, &db, &acknowledged, &writers_left, &failures] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(w) + seed);
+      for (int i = 1; i <= writes; ++i) {
+        if (i % 3 == 0) {
+          const std::string k = churn(static_cast<int>(rng() % kKeys));
+          const Status s = rng() % 2 == 0 ? db.Delete(k) : db.Put(k, encode(k, w, i));
+          if (!s.ok()) ++failures;
+          continue;
+        }
+        const int k = static_cast<int>(rng() % per_writer);
+        const std::string key = owned(w, k);
+        if (!db.Put(key, encode(key, w, i)).ok()) ++failures;
+        acknowledged[w * per_writer + k].store(i, std::memory_order_release);
+      }
+      --writers_left;
+    });
+  }
+  return threads;
+}
+
 // Gets at the visible version (no snapshot) while writers overwrite their keys and put and
 // delete others, with a reclamation pass after every combining pass, so that blocks are
 // freed and reused and point table slots erased and taken again. Each key of the first
@@ -277,25 +309,8 @@ int gets_during_overwrites(const region& memory, bool skip_newest_words) {
     decoded d;
     if (!s.ok() || !decode(v, &d) || d.key != k || d.gen < at_least) ++failures;
   };
-  std::vector<std::thread> threads;
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      std::mt19937_64 rng(static_cast<std::uint64_t>(w) + 11);
-      for (int i = 1; i <= kWrites; ++i) {
-        if (i % 3 == 0) {
-          const std::string k = churn(static_cast<int>(rng() % kKeys));
-          const Status s = rng() % 2 == 0 ? db->Delete(k) : db->Put(k, encode(k, w, i));
-          if (!s.ok()) ++failures;
-          continue;
-        }
-        const int k = static_cast<int>(rng() % kOwned);
-        const std::string key = owned(w, k);
-        if (!db->Put(key, encode(key, w, i)).ok()) ++failures;
-        acknowledged[w * kOwned + k].store(i, std::memory_order_release);
-      }
-      --writers_left;
-    });
-  }
+  std::vector<std::thread> threads = owner_writers(*db, kWriters, kOwned, kWrites, 11, owned, churn,
+                                                   acknowledged, writers_left, failures);
   auto reader = [&](std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     do {
@@ -370,25 +385,8 @@ int scans_during_overwrites(const region& memory, bool skip_update_marks, bool h
   const Snapshot* first = hold_first ? db->GetSnapshot() : nullptr;
   std::atomic<int> writers_left{kWriters};
   std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int w = 0; w < kWriters; ++w) {
-    threads.emplace_back([&, w] {
-      std::mt19937_64 rng(static_cast<std::uint64_t>(w) + 31);
-      for (int i = 1; i <= kWrites; ++i) {
-        if (i % 3 == 0) {
-          const std::string k = churn(static_cast<int>(rng() % kKeys));
-          const Status s = rng() % 2 == 0 ? db->Delete(k) : db->Put(k, encode(k, w, i));
-          if (!s.ok()) ++failures;
-          continue;
-        }
-        const int k = static_cast<int>(rng() % kOwned);
-        const std::string key = owned(w, k);
-        if (!db->Put(key, encode(key, w, i)).ok()) ++failures;
-        acknowledged[w * kOwned + k].store(i, std::memory_order_release);
-      }
-      --writers_left;
-    });
-  }
+  std::vector<std::thread> threads = owner_writers(*db, kWriters, kOwned, kWrites, 31, owned, churn,
+                                                   acknowledged, writers_left, failures);
   auto scan = [&](std::mt19937_64& rng) {
     std::vector<std::uint64_t> at_least(acknowledged.size());
     for (std::size_t i = 0; i < at_least.size(); ++i) {
