@@ -1150,10 +1150,9 @@ class engine final : public DB, private transaction_host {
     if (word == 0) return false;
     const node_offset at{point_table::newest_node(word)};
     const node* p = this->at(at);
-    const stored_version v = read_version_word(p->version.load(flit::volatile_, flit::private_),
-                                               in_node(at, word_field::version));
-    if (v.kind != version_kind::committed || v.version > vv) return false;
-    const version_ref newest{v.version, at.value, point_table::newest_value_size(word), false};
+    std::uint64_t version = 0;
+    if (!committed_at_or_below(at, vv, &version)) return false;
+    const version_ref newest{version, at.value, point_table::newest_value_size(word), false};
     // The node's sizes before its key bytes: a word of another key (its hash bits alike)
     // names a node whose block may end before key.size() bytes of body.
     if (!node_matches(key.size(), newest, verify) ||
@@ -1176,22 +1175,30 @@ class engine final : public DB, private transaction_host {
                    version_ref* v) const {
     if (a.tag == 0 || !index_->tag_current(a.entry)) return false;
     const node_offset at{entry_node_tag::node(a.tag)};
-    if (at.value + node::size_for(a.key_size, 0) > storage_->size()) return false;
+    std::uint64_t version = 0;
+    if (!committed_at_or_below(at, vv, &version)) return false;
+    // The value's size from the node itself, bounded by the pool before node_matches
+    // reads that far (a hole in update_marks' argument could name any block).
     const node* p = this->at(at);
-    const stored_version sv = read_version_word(p->version.load(flit::volatile_, flit::private_),
-                                                in_node(at, word_field::version));
-    if (sv.kind != version_kind::committed || sv.version > vv) return false;
-    const word63 sizes = p->sizes.load(flit::volatile_, flit::private_);
-    if (key_size_of(sizes) != a.key_size || (flags_of(sizes) & kTombstone) != 0) return false;
-    const std::uint32_t value_size = static_cast<std::uint32_t>(value_size_of(sizes));
+    const auto value_size =
+        static_cast<std::uint32_t>(value_size_of(p->sizes.load(flit::volatile_, flit::private_)));
     if (at.value + node::size_for(a.key_size, value_size) > storage_->size()) return false;
+    const version_ref found{version, at.value, value_size, false};
     const std::string_view k(p->body(), a.key_size);
-    if (btree_layout::prefix_of(k) != a.pre) return false;
-    const version_ref found{sv.version, at.value, value_size, false};
-    if (verify && !node_matches(a.key_size, found, true)) return false;
+    if (!node_matches(a.key_size, found, verify) || btree_layout::prefix_of(k) != a.pre) {
+      return false;
+    }
     *key = k;
     *v = found;
     return true;
+  }
+
+  // Whether the node at `at` holds a committed version at or below vv, in *version.
+  bool committed_at_or_below(node_offset at, std::uint64_t vv, std::uint64_t* version) const {
+    const stored_version sv = read_version_word(
+        this->at(at)->version.load(flit::volatile_, flit::private_), in_node(at, word_field::version));
+    *version = sv.version;
+    return sv.kind == version_kind::committed && sv.version <= vv;
   }
 
   // Whether version v's node, of a key of key_size bytes, has v's sizes and delete flag in

@@ -661,11 +661,11 @@ struct entry_node_tag {
 // Which entries may have had a version published since they went into the tree: a bit
 // per entry address (hashed; several entries share a bit), set by a writer that located
 // the entry to update it, before any version of that update is published, and cleared
-// only by starting over with a new index (recovery, which tags every entry anew). A clear bit, read by a reader
-// at version V (read with acquire from visible_version, before the bit), means that no
-// version of the entry's key above its tag's and at or below V exists: such a version was
-// published before V was, so its bit was set before. Bits only fill up: once most are set,
-// scans read entries as if there were no marks.
+// only by starting over with a new index (recovery, which tags every entry anew). A clear
+// bit, read by a reader at version V (read with acquire from visible_version, before the
+// bit), means that no version of the entry's key above its tag's and at or below V exists:
+// such a version was published before V was, so its bit was set before. Bits only fill
+// up: once most are set, scans read entries as if there were no marks.
 //
 // Thread safety: mark() by any writer, clear() by any reader, lock-free.
 class update_marks {
@@ -686,7 +686,6 @@ class update_marks {
     const std::uint64_t b = bit_of(n);
     return (words_[b / 64].load(std::memory_order_relaxed) & (std::uint64_t{1} << (b % 64))) == 0;
   }
-  static constexpr std::size_t bytes() { return kWords * sizeof(std::uint64_t); }
 
  private:
   static constexpr std::size_t kWords = (std::size_t{1} << kBits) / 64;

@@ -261,12 +261,12 @@ class engine_iterator final : public Iterator {
   // which by then have arrived: requesting every node by its tag together with the entries
   // measured slower (docs/engine-design.md, "What bounds scans, space and memory").
   // REQUIRES: pinned since ahead_ was filled (its entries are then safe to read).
-  void request_ahead() {
+  void request_ahead() const {
+    bool by_tag[kAhead];
     std::size_t untagged = 0;
     for (std::size_t i = 0; i < ahead_end_; ++i) {
-      const bool current = ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry);
-      tag_current_[i] = current;
-      if (current) {
+      by_tag[i] = ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry);
+      if (by_tag[i]) {
         engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
         continue;
       }
@@ -279,7 +279,7 @@ class engine_iterator final : public Iterator {
     }
     untagged = 0;
     for (std::size_t i = 0; i < ahead_end_; ++i) {
-      if (tag_current_[i]) continue;
+      if (by_tag[i]) continue;
       const std::uint64_t pnode = ahead_[i].entry->unlocked_newest().pnode;
       if (untagged++ >= kTagged || entry_node_tag::node(ahead_[i].tag) != pnode) {
         engine_->prefetch_node_start(pnode);
@@ -292,7 +292,6 @@ class engine_iterator final : public Iterator {
   static constexpr std::size_t kAhead = 12;
   static constexpr std::size_t kTagged = 2;  // request_ahead
   key_index::ahead ahead_[kAhead];
-  bool tag_current_[kAhead] = {};  // request_ahead: the node by tag only
   std::size_t ahead_at_ = 0;   // ahead_[ahead_at_] is the entry expected next
   std::size_t ahead_end_ = 0;
   // Since the last Seek, ahead_ comes from a tree that held every entry, and
