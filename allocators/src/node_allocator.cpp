@@ -31,6 +31,8 @@ void* map_arena() noexcept {
   return arena;
 }
 
+
+
 // AddressSanitizer keeps the marks of poisoned blocks after munmap: cleared first, so that
 // whatever is mapped at these addresses next (another arena, a pool) starts addressable.
 void unmap_arena(void* arena) noexcept {
@@ -46,9 +48,45 @@ std::uint32_t list_capacity(unsigned c) {
 }  // namespace
 
 node_core::~node_core() {
+  helper_.stop();  // before the arenas go: its job may be mapping one
+  if (void* arena = ready_.load(std::memory_order_relaxed); arena != nullptr) unmap_arena(arena);
   for (node_cache* cache : caches_) delete cache;
   for (void* arena : arenas_) unmap_arena(arena);
 }
+
+void* node_core::next_arena() noexcept {
+  void* arena = ready_.exchange(nullptr, std::memory_order_acquire);
+  if (arena != nullptr) {
+    ++from_helper_;
+  } else {
+    arena = map_arena();
+    if (arena == nullptr) return nullptr;
+    ++on_demand_;
+  }
+  if (arenas_.size() + 1 >= kHelperAfter) (void)helper_.ask();  // no helper: on demand
+  return arena;
+}
+
+void node_core::make_ready_arena() noexcept {
+  if (ready_.load(std::memory_order_acquire) != nullptr) return;
+  void* arena = map_arena();
+  if (arena == nullptr) return;
+  touch_pages(arena, arena_size);
+  void* none = nullptr;
+  if (!ready_.compare_exchange_strong(none, arena, std::memory_order_release)) {
+    unmap_arena(arena);
+  }
+}
+
+std::size_t node_core::TEST_arenas_from_helper() const {
+  std::lock_guard lock(mutex_);
+  return from_helper_;
+}
+std::size_t node_core::TEST_arenas_mapped_on_demand() const {
+  std::lock_guard lock(mutex_);
+  return on_demand_;
+}
+void node_core::TEST_await_helper() const noexcept { helper_.await(); }
 
 bool node_core::refill(node_cache::bin& bin, unsigned c) noexcept {
   std::lock_guard lock(mutex_);
@@ -106,7 +144,7 @@ bool node_core::carve(node_cache::bin& bin, unsigned c) noexcept {
         (reinterpret_cast<std::uintptr_t>(bump_) + align - 1) & ~(align - 1));
   };
   if (bump_ == nullptr || aligned() + n * size > bump_end_) {
-    void* arena = map_arena();
+    void* arena = next_arena();
     if (arena == nullptr) return false;
     try {
       arenas_.push_back(arena);

@@ -1,5 +1,6 @@
 // node_allocator: aligned, disjoint blocks, reuse of freed blocks, blocks freed by other
-// threads than the ones that allocated them, and reserved blocks.
+// threads than the ones that allocated them, reserved blocks, and arenas mapped ahead by the
+// allocator's helper thread.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -95,6 +96,39 @@ TEST(NodeAllocatorTest, ReservedBlocksNeedNoNewArena) {
   EXPECT_GT(nodes.reserved_bytes(), 2 * alloc::detail::node_core::arena_size)
       << "the rounds filled more than two arenas";
   for (void* p : live) nodes.deallocate(p, 1000);
+}
+
+// Once an allocator has taken two arenas, a helper thread maps and touches the next one
+// ahead, and carving a new arena takes that one instead of waiting for the kernel to zero
+// a fresh huge page. Blocks stay disjoint and writable across arenas of either kind.
+TEST(NodeAllocatorTest, ArenasAreMappedAheadByTheHelper) {
+  alloc::node_allocator nodes;
+  constexpr std::size_t kBlock = 4096;
+  constexpr std::size_t kArena = alloc::detail::node_core::arena_size;
+  std::set<void*> held;
+  auto fill_arena = [&] {  // allocates until a new arena was taken
+    const std::size_t reserved = nodes.reserved_bytes();
+    while (nodes.reserved_bytes() == reserved) {
+      void* p = nodes.allocate(kBlock);
+      ASSERT_NE(p, nullptr);
+      ASSERT_TRUE(held.insert(p).second) << "a block given twice";
+      std::memset(p, 0x5a, kBlock);
+    }
+  };
+  fill_arena();
+  fill_arena();
+  EXPECT_EQ(nodes.TEST_arenas_from_helper(), 0u) << "no helper before the second arena";
+  for (int i = 0; i < 4; ++i) {
+    nodes.TEST_await_helper();
+    fill_arena();
+  }
+  EXPECT_EQ(nodes.TEST_arenas_from_helper(), 4u) << "each arena after the wait was made ahead";
+  EXPECT_EQ(nodes.TEST_arenas_mapped_on_demand(), 2u);
+  EXPECT_EQ(nodes.reserved_bytes(), 6 * kArena);
+  for (void* p : held) {
+    EXPECT_EQ(static_cast<const unsigned char*>(p)[kBlock - 1], 0x5a);
+    nodes.deallocate(p, kBlock);
+  }
 }
 
 // Producers allocate and stamp nodes, consumers on other threads check and free them.

@@ -78,6 +78,14 @@ class node_allocator {
   // Bytes of arenas taken from the system.
   std::size_t reserved_bytes() const { return core_->reserved_bytes(); }
 
+  // For tests: arenas taken from the helper that maps them ahead, and mapped on demand;
+  // and a wait until the helper has answered every request (node_core.hpp).
+  std::size_t TEST_arenas_from_helper() const { return core_->TEST_arenas_from_helper(); }
+  std::size_t TEST_arenas_mapped_on_demand() const {
+    return core_->TEST_arenas_mapped_on_demand();
+  }
+  void TEST_await_helper() const noexcept { core_->TEST_await_helper(); }
+
  private:
   std::shared_ptr<detail::node_core> core_;
 };
