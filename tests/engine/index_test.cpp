@@ -9,12 +9,16 @@
 //  - IndexTest.ThePointTableShrinksWhenMostEntriesAreRemoved: its DRAM comes back.
 //  - IndexTest.ThePointTableGrowsIntoTheSpareWritersPrepared: growth takes the table that
 //    prepare_insert() made beforehand.
+//  - IndexTest.ThePointTableHelperMakesTheLargeSpares: spares of a megabyte and more come
+//    from the table's helper thread, and growth takes them even when they land late.
+//  - IndexTest.AGrownPointTableDrainsTheOldOneAFewSlotsAtATime: lookups through the table
+//    alone find every key while the old table drains into the grown one.
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
 //  - IndexConcurrencyTest: readers look up a fixed set of keys while the writer inserts and
-//    removes others, so the table grows, shrinks and is rebuilt under them; every lookup of
-//    a fixed key finds its entry, and AddressSanitizer sees no replaced table read after it
-//    is freed.
+//    removes others, so the table grows (draining the old one), shrinks and is rebuilt under
+//    them; every lookup of a fixed key finds its entry, and AddressSanitizer sees no
+//    replaced table read after it is freed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -233,6 +237,95 @@ TEST(IndexTest, ThePointTableGrowsIntoTheSpareWritersPrepared) {
   EXPECT_EQ(list.check(), "");
 }
 
+// A spare of a megabyte or more is made by the table's helper thread, which a writer's
+// prepare_insert() only wakes, so that no put waits for the kernel to map and zero it.
+// Growing takes it even if it comes at the grow point itself: growth waits for the helper
+// then rather than map a second table under the lock.
+TEST(IndexTest, ThePointTableHelperMakesTheLargeSpares) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  constexpr std::uint64_t kKeys = 200000;  // the last growths need spares of 1 to 4 MiB
+  int growths = 0, into_spare = 0;
+  for (std::uint64_t i = 0; i < kKeys; ++i) {
+    list.prepare_insert();
+    if (i % 2 == 0) list.TEST_await_point_helper();  // half the spares are ready early
+    const auto [table, spare] = list.TEST_point_tables();
+    index.insert(key_of(i * 7919 % kKeys));
+    const auto [grown, left] = list.TEST_point_tables();
+    if (table != nullptr && grown != table) {
+      ++growths;
+      // The helper's spare may land only in the growth, so compare with the sizes: a table
+      // it took is the spare it was given, not one mapped under the lock.
+      if (spare == nullptr || grown == spare) ++into_spare;
+      EXPECT_EQ(left, nullptr) << "the spare was taken at " << i;
+    }
+  }
+  const auto [by_helper, by_writers] = list.TEST_point_spares_made();
+  EXPECT_GE(by_helper, 2u) << "the spares of 1 MiB and more";
+  EXPECT_GE(by_writers, 5u) << "the small spares";
+  EXPECT_EQ(by_helper + by_writers, static_cast<std::size_t>(growths))
+      << "every growth took a spare";
+  EXPECT_EQ(into_spare, growths);
+  for (std::uint64_t i = 0; i < kKeys; i += 997) {
+    const inode* n = list.lookup(key_of(i));
+    ASSERT_NE(n, nullptr) << key_of(i);
+    EXPECT_EQ(n->key(), key_of(i));
+  }
+  EXPECT_EQ(list.check(), "");
+}
+
+// Growing does not move every slot at once: the grown table takes the inserts and the old
+// one drains into it a few slots per write, while lookups through the table alone find
+// every key in one or the other. Erasing keys meanwhile, and storing newest words of keys
+// moved or not, keep both tables consistent (check(): each slot's newest word is its
+// entry's newest version).
+TEST(IndexTest, AGrownPointTableDrainsTheOldOneAFewSlotsAtATime) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  constexpr std::uint64_t kKeys = 60000;
+  std::vector<inode*> entries(kKeys, nullptr);
+  std::set<std::uint64_t> live;
+  int drains_seen = 0, growths = 0;
+  std::size_t most_draining = 0;
+  for (std::uint64_t i = 0; i < kKeys; ++i) {
+    const std::uint64_t k = i * 7919 % kKeys;
+    const auto [table, spare] = list.TEST_point_tables();
+    entries[k] = index.insert(key_of(k));
+    live.insert(k);
+    if (list.TEST_point_tables().first != table && table != nullptr) ++growths;
+    const std::size_t draining = list.TEST_point_draining_entries();
+    most_draining = std::max(most_draining, draining);
+    if (draining == 0) continue;
+    ++drains_seen;
+    // While a table drains: every fifth key leaves, every third gets a new version (its
+    // newest word stored wherever its slot is), and every live key is found through the
+    // table alone.
+    if (i % 5 == 0) {
+      const std::uint64_t gone = *live.begin();
+      list.remove(entries[gone]);
+      live.erase(gone);
+    }
+    if (i % 3 == 0) {
+      inode* e = entries[*live.rbegin()];
+      e->publish({i + 2, 64 * (i + 2), 8, false}, nullptr);
+      list.set_newest(e);
+    }
+    if (drains_seen % 50 == 1) {
+      for (std::uint64_t key : live) {
+        ASSERT_EQ(list.lookup(key_of(key)), entries[key])
+            << key_of(key) << " after insert " << i << ", " << draining << " entries draining";
+      }
+      ASSERT_EQ(list.check(), "") << "after insert " << i;
+    }
+  }
+  EXPECT_GE(growths, 8);
+  EXPECT_GT(drains_seen, 1000) << "inserts made while an old table drained";
+  EXPECT_GT(most_draining, 1000u) << "a growth left most slots to drain";
+  EXPECT_EQ(list.check(), "");
+}
+
 TEST(IndexTest, BulkBuildFillsThePointTableAndBackLinks) {
   test_index index;
   key_index& list = index.list();
@@ -431,16 +524,19 @@ TEST(IndexConcurrencyTest, LookupsOfStableKeysSucceedWhileTheTableGrowsAndIsRebu
       }
     });
   }
-  // The writer: thousands of other keys come and go, growing the table several times,
-  // rebuilding it over erased slots, and shrinking it as the others leave (64 stable keys
-  // are below 1/16 of the grown table); each replaced table is retired through the epochs.
+  // The writer: thousands of other keys come and go, growing the table several times (the
+  // last growths into spares from the table's helper thread, each old table draining while
+  // the readers probe both), rebuilding it over erased slots, and shrinking it as the others
+  // leave (64 stable keys are below 1/16 of the grown table); each replaced table is
+  // retired through the epochs.
   std::vector<inode*> others;
   for (int round = 0; round < 6; ++round) {
     // Each round starts once the readers have looked up more since the last one.
     const std::uint64_t seen = lookups.load();
     while (lookups.load() < seen + 100) std::this_thread::yield();
-    for (int i = 0; i < 3000; ++i) {
+    for (int i = 0; i < 40000; ++i) {
       auto pinned = index.epochs().pin();
+      list.prepare_insert();
       const std::string k = "other" + std::to_string(round) + "." + std::to_string(i);
       others.push_back(index.insert(k));
     }

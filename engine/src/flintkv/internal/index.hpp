@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "allocators/epoch.hpp"
+#include "allocators/helper_thread.hpp"
 #include "flintkv/internal/btree.hpp"
 #include "flintkv/internal/checksum.hpp"
 #include "flintkv/internal/keys.hpp"
@@ -264,26 +265,47 @@ inline std::uint32_t key_hash(std::string_view key) {
 //    the entry (newest()): one dependent cache miss fewer. The word is an accelerator too:
 //    the reader checks the node's key and version, and otherwise asks the entry.
 //
-// Growing copies every slot into a table twice the size, under the combiner lock. The new
-// table's pages are zeroed by the kernel when they are first mapped, which takes longer
-// than the copy; so once the table is near its grow point, the insert asks for a spare of
-// the size it will grow to, and a writer makes it before it takes the lock
-// (prepare_growth()); growing then takes the spare.
+// Growing moves the slots into a table twice the size, a few at a time: the grown table
+// becomes the current one, where inserts go, and the old one drains into it, kDrainSlots
+// slots (in index order) at each insert, erase and newest-word store, all under the
+// combiner lock, until it is empty and retired. Lookups probe the current table, then the
+// draining one. So no write waits for every slot to move (about 7 ms for a million keys'
+// table, and ten times that for ten million). Growing again before the drain is done (which
+// the sizes rule out unless keys are erased and inserted in bulk) moves both tables' slots
+// at once. The new table's pages are zeroed by the kernel when they are first mapped, which
+// takes longer than moving the slots; so once the table is near its grow point, the insert
+// asks for a spare of the size it will grow to, made before the lock is taken; growing then
+// takes the spare.
+// A spare of kHelperBytes or more is made by the table's helper, a thread of its own that
+// a writer wakes (prepare_growth(); alloc::helper_thread): mapping and zeroing one takes
+// milliseconds (3 to 65 ms for the spare of a million keys' table on the machine of
+// docs/engine-performance.md, as its host backs fresh pages), which a writer making it
+// would add to one put. Smaller spares a writer makes itself, before it takes the lock. If
+// the grow point comes while the helper is still making the spare, growing waits for it
+// rather than make a second table under the lock.
 //
 // Thread safety: insert, erase and build run under the combiner lock (or before the index
 // is shared); find is lock-free and runs pinned in the epoch domain, which frees a replaced
-// table once no reader can still probe it; prepare_growth runs on any thread.
+// table once no reader can still probe it; prepare_growth runs on any thread; the helper
+// touches only the spare it makes and the request counters.
 // Invariants:
-//  (1) A live (not removed) entry is in the current table at most once, and every slot
+//  (1) A live (not removed) entry has at most one slot in the current and the draining
+//      table together (a reader may see it in both while the combiner moves it: copied,
+//      then erased from the draining table; both name the same entry), and every slot
 //      names an entry that is not yet retired: erase comes before the entry's removal.
 //  (2) Lookups start at the key's home slot and stop at an empty one; a table is grown or
 //      rebuilt before its used and erased slots together exceed kMaxLoad / kLoadDen of it,
 //      so an empty slot always ends a probe, and every slot between an entry's home and
-//      its slot is taken or erased (linear probing).
+//      its slot is taken or erased (linear probing). A draining table takes no new slots.
 //  (3) A slot's newest word, if not 0, names the newest version of its entry's key as
 //      the key's entry had it when the word was stored: the combiner stores it (set_newest,
 //      insert) before it publishes the version's visibility, and a key's later versions
-//      are stored in the same slot, or in the table that replaced this one. So a reader
+//      are stored in the same slot, or in the one it moved to in the table that replaced
+//      this one. (A reader that finds no slot of the key in the current table, and then
+//      one in the draining table, reads that slot's word as it was when the slot moved or
+//      later: had a version at or below V been stored after the move, the move would have
+//      happened before V's publication, and the reader would have found the moved slot in
+//      the current table.) So a reader
 //      that read the visible version V, then a newest word naming a node of its key at a
 //      version at or below V, reads the newest version at V: every later version of the
 //      key is above V. No such version is dropped while the reader is pinned (its next
@@ -293,7 +315,9 @@ class point_table {
  public:
   point_table() = default;
   ~point_table() {
+    helper_.stop();  // before the tables go: its job may be making the spare
     destroy(table_.load(std::memory_order_relaxed));
+    destroy(draining_.load(std::memory_order_relaxed));
     destroy(spare_.load(std::memory_order_relaxed));
   }
   point_table(const point_table&) = delete;
@@ -307,15 +331,9 @@ class point_table {
   inode* find(std::string_view key, std::uint64_t hash) const {
     const table* t = table_.load(std::memory_order_acquire);
     if (t == nullptr) return nullptr;
-    for (std::size_t i = t->home(hash);; i = t->after(i)) {
-      const std::uint64_t w = t->slot(i).load(std::memory_order_acquire);
-      if (w == kEmpty) return nullptr;
-      if (w == kErased || (w >> kAddressBits) != hash) continue;
-      inode* n = entry_of(w);
-      if (same_key(n->key(), key)) {
-        return n->removed.load(std::memory_order_acquire) ? nullptr : n;
-      }
-    }
+    if (inode* n = find_in(t, key, hash); n != nullptr) return n;
+    const table* d = draining_.load(std::memory_order_acquire);
+    return d == nullptr ? nullptr : find_in(d, key, hash);
   }
 
   // The newest word of `key`'s slot, or 0 if the table has none (the caller asks the
@@ -326,13 +344,13 @@ class point_table {
   std::uint64_t newest(std::uint64_t hash) const {
     const table* t = table_.load(std::memory_order_acquire);
     if (t == nullptr) return 0;
-    for (std::size_t i = t->home(hash);; i = t->after(i)) {
-      const std::uint64_t w = t->slot(i).load(std::memory_order_acquire);
-      if (w == kEmpty) return 0;
-      if (w != kErased && (w >> kAddressBits) == hash) {
-        return t->newest(i).load(std::memory_order_acquire);
-      }
+    if (const std::size_t i = first_match(t, hash); i != kNowhere) {
+      return t->newest(i).load(std::memory_order_acquire);
     }
+    const table* d = draining_.load(std::memory_order_acquire);
+    if (d == nullptr) return 0;
+    const std::size_t i = first_match(d, hash);
+    return i == kNowhere ? 0 : d->newest(i).load(std::memory_order_acquire);
   }
 
   // The newest word of version v: its node and value size, or 0 (a delete, or a value
@@ -348,20 +366,19 @@ class point_table {
 
   // Stores `n`'s newest version in its slot's newest word (invariant (3)). REQUIRES: the
   // combiner lock; before the version is visible.
-  void set_newest(const inode* n) {
-    table* t = table_.load(std::memory_order_relaxed);
-    if (const std::size_t i = index_of(t, n); i != kNowhere) {
-      t->newest(i).store(newest_word(n->unlocked_newest()), std::memory_order_release);
+  void set_newest(const inode* n, alloc::epoch_domain& epochs) {
+    if (const slot_ref s = slot_of_entry(n); s.t != nullptr) {
+      s.t->newest(s.i).store(newest_word(n->unlocked_newest()), std::memory_order_release);
     }
+    drain(epochs);
   }
 
   // Whether n's slot holds n's newest version in its newest word, as set_newest() leaves
   // it (true if the table does not hold n). For tests. REQUIRES: no writer.
   bool newest_matches(const inode* n) const {
-    const table* t = table_.load(std::memory_order_acquire);
-    const std::size_t i = index_of(t, n);
-    return i == kNowhere ||
-           t->newest(i).load(std::memory_order_relaxed) == newest_word(n->unlocked_newest());
+    const slot_ref s = slot_of_entry(n);
+    return s.t == nullptr ||
+           s.t->newest(s.i).load(std::memory_order_relaxed) == newest_word(n->unlocked_newest());
   }
 
   // Adds `n`, a new live entry (no live entry of its key is in the table), with its
@@ -369,9 +386,10 @@ class point_table {
   // address a slot cannot hold, `n` is left out (lookups of it fall back to the search).
   void insert(inode* n, alloc::epoch_domain& epochs) {
     if (!holdable(n)) return;
+    drain(epochs);
     table* t = table_.load(std::memory_order_relaxed);
     if (t == nullptr || (t->used + t->erased + 1) * kLoadDen > t->capacity * kMaxLoad) {
-      t = regrow(epochs, t == nullptr ? 0 : t->used + 1);
+      t = regrow(epochs, size() + 1);
       if (t == nullptr) return;
     }
     place(*t, slot_of(n, hash_of(n->key())), newest_word(n->unlocked_newest()));
@@ -382,16 +400,21 @@ class point_table {
     if (retired_ && ++since_collect_ >= kCollectEvery) collect(epochs);
   }
 
-  // Makes the spare table the next growth asked for, if it did and nobody made it yet.
-  // The call that makes it waits for the kernel to map and zero its pages (a table of twice
-  // the entries: about 32 bytes per entry). Any thread; never under the combiner lock.
+  // Readies the spare table the next growth asked for, if it did and nobody made it yet: a
+  // spare of kHelperBytes or more by handing the request to the helper (started here the
+  // first time), a smaller one (or any, where no thread can be started) by making it on
+  // the calling thread, which waits for the kernel to map and zero its pages (a table of
+  // twice the entries: about 32 bytes per entry). Any thread; never under the combiner
+  // lock.
   void prepare_growth() noexcept {
     const std::size_t capacity = spare_wanted_.load(std::memory_order_relaxed);
     if (capacity == 0 || spare_.load(std::memory_order_relaxed) != nullptr) return;
-    table* s = make(capacity);
-    if (s == nullptr) return;
-    table* none = nullptr;
-    if (!spare_.compare_exchange_strong(none, s, std::memory_order_release)) destroy(s);
+    if (table::bytes_for(capacity) >= kHelperBytes) {
+      // One writer per request wakes the helper; the others go on.
+      const std::uint64_t asked = asked_.load(std::memory_order_acquire);
+      if (handed_.exchange(asked, std::memory_order_acq_rel) == asked || helper_.ask()) return;
+    }
+    install_spare(make(capacity), writers_made_);
   }
 
   // Removes `n` (before the entry is unlinked and retired). Once the table holds fewer
@@ -399,14 +422,11 @@ class point_table {
   // deleting most keys gives the DRAM back (without DRAM for the smaller table, the larger
   // stays). REQUIRES: the combiner lock.
   void erase(const inode* n, alloc::epoch_domain& epochs) {
-    table* t = table_.load(std::memory_order_relaxed);
-    const std::size_t i = index_of(t, n);
-    if (i == kNowhere) return;  // never placed
-    // The newest word stays: probes skip an erased slot, and place() rewrites both words.
-    t->slot(i).store(kErased, std::memory_order_release);
-    --t->used;
-    ++t->erased;
-    if (t->capacity > kMinCapacity && t->used * kShrinkDen < t->capacity) {
+    if (const slot_ref s = slot_of_entry(n); s.t != nullptr) erase_at(*s.t, s.i);
+    drain(epochs);
+    const table* t = table_.load(std::memory_order_relaxed);
+    if (t != nullptr && draining_.load(std::memory_order_relaxed) == nullptr &&
+        t->capacity > kMinCapacity && t->used * kShrinkDen < t->capacity) {
       (void)regrow(epochs, t->used);
     }
     if (retired_ && ++since_collect_ >= kCollectEvery) collect(epochs);
@@ -422,6 +442,7 @@ class point_table {
         place(*t, slot_of(n, hash_of(n->key())), newest_word(n->unlocked_newest()));
       }
     }
+    destroy(draining_.exchange(nullptr, std::memory_order_acq_rel));
     destroy(table_.exchange(t, std::memory_order_acq_rel));
   }
 
@@ -434,18 +455,37 @@ class point_table {
   // Entries held. REQUIRES: the combiner lock (or no writer).
   std::size_t size() const {
     const table* t = table_.load(std::memory_order_relaxed);
-    return t == nullptr ? 0 : t->used;
+    const table* d = draining_.load(std::memory_order_relaxed);
+    return (t == nullptr ? 0 : t->used) + (d == nullptr ? 0 : d->used);
   }
   // For tests: the table and the spare (either may be nullptr).
   std::pair<const void*, const void*> TEST_tables() const {
     return {table_.load(std::memory_order_relaxed), spare_.load(std::memory_order_relaxed)};
   }
+  // For tests: the draining table's entries (0 if none drains).
+  std::size_t TEST_draining_entries() const {
+    const table* d = draining_.load(std::memory_order_relaxed);
+    return d == nullptr ? 0 : d->used;
+  }
+  // For tests: spares the helper made, and writers (prepare_growth's callers).
+  std::pair<std::size_t, std::size_t> TEST_spares_made() const {
+    return {helper_made_.load(std::memory_order_relaxed),
+            writers_made_.load(std::memory_order_relaxed)};
+  }
+  // For tests: waits until the helper has answered every request handed to it.
+  void TEST_await_helper() const { helper_.await(); }
+  // The smallest spare the helper makes (smaller ones a writer makes).
+  static constexpr std::size_t kHelperBytes = std::size_t{1} << 20;
 
-  // The table's bytes, and the spare's if one is made.
+  // The tables' bytes: the current, the draining and the spare, those that exist.
   std::size_t bytes() const {
-    const table* t = table_.load(std::memory_order_relaxed);
-    const table* s = spare_.load(std::memory_order_relaxed);
-    return (t == nullptr ? 0 : t->bytes()) + (s == nullptr ? 0 : s->bytes());
+    std::size_t b = 0;
+    for (const table* t : {table_.load(std::memory_order_relaxed),
+                           draining_.load(std::memory_order_relaxed),
+                           spare_.load(std::memory_order_relaxed)}) {
+      if (t != nullptr) b += t->bytes();
+    }
+    return b;
   }
 
  private:
@@ -461,15 +501,20 @@ class point_table {
   static constexpr std::size_t kLoadDen = 4;
   static constexpr std::size_t kMinCapacity = 64;
   // A spare is asked for once the used and erased slots reach (kEarlyDen - 1) / kEarlyDen
-  // of the grow point: a sixteenth of the entries before it, so the spare (twice the
-  // table's size) is rarely held for long.
-  static constexpr std::size_t kEarlyDen = 16;
+  // of the grow point: an eighth of the entries before it, so the spare (twice the table's
+  // size) is rarely held for long, and the helper has the time of about 100,000 inserts
+  // to make the spare of a million keys' table.
+  static constexpr std::size_t kEarlyDen = 8;
   // Rebuilt smaller below 1/16 full, at twice its entries (capacity_for): it grows again
   // only after its entries grew by half, and shrinks again only after 7/8 of them went, so
   // each rebuild follows as many inserts or erases as it copies slots.
   static constexpr std::size_t kShrinkDen = 16;
   static constexpr std::size_t kHugePage = std::size_t{2} << 20;
   static constexpr std::size_t kCollectEvery = 256;
+  // Slots of the draining table moved per call of insert, erase or set_newest: the grown
+  // table holds twice the entries, so it reaches its own grow point after the old table's
+  // capacity times 3/8 inserts, by which time 64 slots per insert have long drained it.
+  static constexpr std::size_t kDrainSlots = 64;
 
   // Slots per cache line: a key's home is the first slot of a line, so a probe reads the
   // line it missed on before it needs another.
@@ -510,6 +555,49 @@ class point_table {
 
   // The index of n's slot in t, or kNowhere (no table, or n is not in it).
   static constexpr std::size_t kNowhere = SIZE_MAX;
+
+  // The live entry of `key` in t, or nullptr (none, or it is removed).
+  static inode* find_in(const table* t, std::string_view key, std::uint64_t hash) {
+    for (std::size_t i = t->home(hash);; i = t->after(i)) {
+      const std::uint64_t w = t->slot(i).load(std::memory_order_acquire);
+      if (w == kEmpty) return nullptr;
+      if (w == kErased || (w >> kAddressBits) != hash) continue;
+      inode* n = entry_of(w);
+      if (same_key(n->key(), key)) {
+        return n->removed.load(std::memory_order_acquire) ? nullptr : n;
+      }
+    }
+  }
+  // The first slot of t whose hash bits are `hash`, or kNowhere.
+  static std::size_t first_match(const table* t, std::uint64_t hash) {
+    for (std::size_t i = t->home(hash);; i = t->after(i)) {
+      const std::uint64_t w = t->slot(i).load(std::memory_order_acquire);
+      if (w == kEmpty) return kNowhere;
+      if (w != kErased && (w >> kAddressBits) == hash) return i;
+    }
+  }
+
+  // n's slot: in the current table, else in the draining one; t == nullptr if neither
+  // holds n. REQUIRES: the combiner lock (or no writer).
+  struct slot_ref {
+    table* t = nullptr;
+    std::size_t i = 0;
+  };
+  slot_ref slot_of_entry(const inode* n) const {
+    for (table* t : {table_.load(std::memory_order_relaxed),
+                     draining_.load(std::memory_order_relaxed)}) {
+      if (const std::size_t i = index_of(t, n); i != kNowhere) return {t, i};
+    }
+    return {};
+  }
+
+  // Erases slot i of t. The newest word stays: probes skip an erased slot, and place()
+  // rewrites both words.
+  static void erase_at(table& t, std::size_t i) {
+    t.slot(i).store(kErased, std::memory_order_release);
+    --t.used;
+    ++t.erased;
+  }
   static std::size_t index_of(const table* t, const inode* n) {
     if (t == nullptr || !holdable(n)) return kNowhere;
     const std::uint64_t want = slot_of(n, hash_of(n->key()));
@@ -556,41 +644,93 @@ class point_table {
     void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (memory == MAP_FAILED) return nullptr;
     if (bytes >= kHugePage) (void)::madvise(memory, bytes, MADV_HUGEPAGE);  // fewer TLB misses
-    // Pages mapped writable now, in one call. Else the first touch of a page is a probe's
-    // read, which maps the shared zero page, and the store after it faults again and flushes
-    // the TLBs of every thread of the process, under the combiner lock. A hint: a kernel
-    // without it leaves the pages to fault as they are touched.
-    (void)::madvise(memory, bytes, MADV_POPULATE_WRITE);
+    // Pages mapped writable now. Else the first touch of a page is a probe's read, which
+    // maps the shared zero page, and the store after it faults again and flushes the TLBs
+    // of every thread of the process, under the combiner lock.
+    alloc::touch_pages(memory, bytes);
     return new (memory) table{capacity};
   }
   static void destroy(table* t) noexcept {
     if (t != nullptr) ::munmap(t, t->bytes());
   }
 
-  // A new table for `entries` live entries with every live entry of the old one, published
-  // in its place; the old one is retired through the epochs. nullptr (and the old table
-  // kept) if DRAM runs out. The slots move as they are: no entry is read.
+  // A new table for `entries` live entries, published in the current one's place; the
+  // current one drains into it (drain()). If a table is still draining, both move into the
+  // new one now and are retired through the epochs. nullptr (and the tables kept) if DRAM
+  // runs out. The slots move as they are: no entry is read.
   table* regrow(alloc::epoch_domain& epochs, std::size_t entries) noexcept {
-    table* old = table_.load(std::memory_order_relaxed);
+    table* current = table_.load(std::memory_order_relaxed);
+    table* draining = draining_.load(std::memory_order_relaxed);
+    if (spare_wanted_.load(std::memory_order_relaxed) == capacity_for(entries)) {
+      helper_.await();  // the spare may be on its way
+    }
     table* t = take_spare(capacity_for(entries));
     if (t == nullptr) t = make(capacity_for(entries));
     if (t == nullptr) return nullptr;
-    if (old != nullptr) {
-      for (std::size_t i = 0; i < old->capacity; ++i) {
-        const std::uint64_t w = old->slot(i).load(std::memory_order_relaxed);
-        if (w > kErased) place(*t, w, old->newest(i).load(std::memory_order_relaxed));
-      }
+    if (current == nullptr) {
+      table_.store(t, std::memory_order_release);
+      return t;
     }
+    if (draining == nullptr) {
+      draining_.store(current, std::memory_order_release);  // before readers can see t
+      drained_to_ = 0;
+      table_.store(t, std::memory_order_release);
+      return t;
+    }
+    move_slots(*t, *current, 0);
+    move_slots(*t, *draining, drained_to_);
     table_.store(t, std::memory_order_release);
-    if (old != nullptr) {
-      try {
-        epochs.retire(old, [](void* p) { destroy(static_cast<table*>(p)); });
-        retired_ = true;
-      } catch (const std::bad_alloc&) {
-        // No DRAM to remember it: the old table stays allocated (readers may hold it).
-      }
-    }
+    draining_.store(nullptr, std::memory_order_release);
+    retire(epochs, current);
+    retire(epochs, draining);
     return t;
+  }
+
+  // Moves the next kDrainSlots slots of the draining table into the current one: each is
+  // copied, then erased, so a reader finds it in one or both. The drained table is retired.
+  // REQUIRES: the combiner lock.
+  void drain(alloc::epoch_domain& epochs) noexcept {
+    table* d = draining_.load(std::memory_order_relaxed);
+    if (d == nullptr) return;
+    table& t = *table_.load(std::memory_order_relaxed);
+    const std::size_t end = std::min(d->capacity, drained_to_ + kDrainSlots);
+    for (std::size_t i = drained_to_; i < end; ++i) {
+      const std::uint64_t w = d->slot(i).load(std::memory_order_relaxed);
+      if (w <= kErased) continue;
+      if ((t.used + t.erased + 1) * kLoadDen > t.capacity * kMaxLoad) {
+        // Full before the drain is done (keys inserted in bulk into a table rebuilt small):
+        // both tables move into one for them all now.
+        drained_to_ = i;
+        (void)regrow(epochs, size() + 1);
+        return;
+      }
+      place(t, w, d->newest(i).load(std::memory_order_relaxed));
+      erase_at(*d, i);
+    }
+    drained_to_ = end;
+    if (end == d->capacity) {
+      draining_.store(nullptr, std::memory_order_release);
+      retire(epochs, d);
+    }
+  }
+
+  // Copies the live slots of `from`, from index `first` on, into t (which nobody reads
+  // yet).
+  static void move_slots(table& t, const table& from, std::size_t first) {
+    for (std::size_t i = first; i < from.capacity; ++i) {
+      const std::uint64_t w = from.slot(i).load(std::memory_order_relaxed);
+      if (w > kErased) place(t, w, from.newest(i).load(std::memory_order_relaxed));
+    }
+  }
+
+  // Frees t once no reader can still probe it (kept, if there is no DRAM to note it).
+  void retire(alloc::epoch_domain& epochs, table* t) noexcept {
+    try {
+      epochs.retire(t, [](void* p) { destroy(static_cast<table*>(p)); });
+      retired_ = true;
+    } catch (const std::bad_alloc&) {
+      // No DRAM to remember it: the table stays allocated (readers may hold it).
+    }
   }
 
   // Asks writers for a spare table for `entries` entries, the one made for an earlier
@@ -600,6 +740,7 @@ class point_table {
     table* s = spare_.load(std::memory_order_relaxed);
     if (s != nullptr && s->capacity != capacity) destroy(spare_.exchange(nullptr));
     spare_wanted_.store(capacity, std::memory_order_relaxed);
+    asked_.fetch_add(1, std::memory_order_release);
   }
 
   // The spare, if one was made with `capacity` slots (another size is dropped), else
@@ -627,11 +768,42 @@ class point_table {
     retired_ = epochs.pending() != 0;
   }
 
+  // Puts a made spare in place, unless one is there (the spare is destroyed then).
+  void install_spare(table* s, std::atomic<std::size_t>& made) noexcept {
+    if (s == nullptr) return;
+    table* none = nullptr;
+    if (spare_.compare_exchange_strong(none, s, std::memory_order_release)) {
+      made.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      destroy(s);
+    }
+  }
+
+  // The helper's job: the spare the combiner wants, unless one is there.
+  void make_wanted_spare() noexcept {
+    const std::size_t capacity = spare_wanted_.load(std::memory_order_relaxed);
+    if (capacity != 0 && spare_.load(std::memory_order_relaxed) == nullptr) {
+      install_spare(make(capacity), helper_made_);
+    }
+  }
+
   std::atomic<table*> table_{nullptr};
   // The spare's capacity that the combiner asked for (0: none), and the spare once a writer
-  // made it: both change about once per growth, and sit beside table_, read by every probe.
+  // or the helper made it: both change about once per growth, and sit beside table_, read
+  // by every probe.
   std::atomic<std::size_t> spare_wanted_{0};
   std::atomic<table*> spare_{nullptr};
+  // The table draining into the current one (nullptr: none), read by probes that miss in
+  // the current one, and the index of the first slot that has not moved (combiner only).
+  std::atomic<table*> draining_{nullptr};
+  std::size_t drained_to_ = 0;
+
+  // Spares asked for (by the combiner, want_spare()), and the newest request a writer
+  // handed to the helper: a line of their own, away from the probes' words.
+  alignas(64) std::atomic<std::uint64_t> asked_{0};
+  std::atomic<std::uint64_t> handed_{0};
+  std::atomic<std::size_t> helper_made_{0}, writers_made_{0};  // for tests
+  alloc::helper_thread helper_{[this] { make_wanted_spare(); }};
   bool retired_ = false;         // combiner only: a table was retired since the last collect
   std::size_t since_collect_ = 0;  // combiner only
 };
@@ -775,7 +947,7 @@ class key_index {
 
   // Records n's newest version, just published, in the point table (its invariant (3)).
   // REQUIRES: the combiner lock; before the version is visible.
-  void set_newest(const inode* n) { points_.set_newest(n); }
+  void set_newest(const inode* n) { points_.set_newest(n, epochs_); }
 
   // Notes that n may get a version after its first (update_marks). REQUIRES: before that
   // version is handed to a combiner. Any thread.
@@ -890,6 +1062,11 @@ class key_index {
 
   // Test hook: the point table's current table and its spare (either may be nullptr).
   std::pair<const void*, const void*> TEST_point_tables() const { return points_.TEST_tables(); }
+  std::pair<std::size_t, std::size_t> TEST_point_spares_made() const {
+    return points_.TEST_spares_made();
+  }
+  void TEST_await_point_helper() const { points_.TEST_await_helper(); }
+  std::size_t TEST_point_draining_entries() const { return points_.TEST_draining_entries(); }
 
   // Test hook: insert() as it goes when the tree has no DRAM for n.
   void TEST_insert_without_tree(inode* n, inode* pred) {
