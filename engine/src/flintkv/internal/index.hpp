@@ -437,10 +437,24 @@ class point_table {
   void build(const inode* first, std::size_t entries) {
     table* t = make(capacity_for(entries));
     if (t == nullptr) return;
+    // Each slot's home is a miss in a table of 32 bytes per entry: requested kAhead
+    // entries before the slot is placed, so that the misses overlap.
+    constexpr std::size_t kAhead = 16;
+    struct pending {
+      std::uint64_t slot, newest;
+    } ring[kAhead];
+    std::size_t queued = 0;
     for (const inode* n = first; n != nullptr; n = n->load_next()) {
-      if (holdable(n)) {
-        place(*t, slot_of(n, hash_of(n->key())), newest_word(n->unlocked_newest()));
-      }
+      if (!holdable(n)) continue;
+      const std::uint64_t slot = slot_of(n, hash_of(n->key()));
+      __builtin_prefetch(t->address_of(t->home(slot >> kAddressBits)), 1);
+      pending& p = ring[queued % kAhead];
+      if (queued >= kAhead) place(*t, p.slot, p.newest);
+      p = {slot, newest_word(n->unlocked_newest())};
+      ++queued;
+    }
+    for (std::size_t i = queued > kAhead ? queued - kAhead : 0; i < queued; ++i) {
+      place(*t, ring[i % kAhead].slot, ring[i % kAhead].newest);
     }
     destroy(draining_.exchange(nullptr, std::memory_order_acq_rel));
     destroy(table_.exchange(t, std::memory_order_acq_rel));
