@@ -32,7 +32,7 @@ bool helper_thread::ask() noexcept {
 void helper_thread::await() const noexcept {
   if (!runs_here()) return;
   const std::uint64_t asked = asked_.load(std::memory_order_acquire);
-  for (std::uint64_t d = done_.load(std::memory_order_acquire); d < asked && asked != kStop;
+  for (std::uint64_t d = done_.load(std::memory_order_acquire); d < asked;
        d = done_.load(std::memory_order_acquire)) {
     done_.wait(d, std::memory_order_acquire);
   }

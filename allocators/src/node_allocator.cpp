@@ -31,8 +31,6 @@ void* map_arena() noexcept {
   return arena;
 }
 
-
-
 // AddressSanitizer keeps the marks of poisoned blocks after munmap: cleared first, so that
 // whatever is mapped at these addresses next (another arena, a pool) starts addressable.
 void unmap_arena(void* arena) noexcept {

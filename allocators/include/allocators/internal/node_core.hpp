@@ -4,9 +4,10 @@
 //
 // The kernel maps and zeroes an arena's huge page when it is first touched, which takes
 // milliseconds on a virtual machine (1 to 5 ms on the one of docs/engine-performance.md),
-// and the thread that carves the first blocks of a new arena would wait for it. So once an allocator has taken kHelperAfter arenas, a helper thread of
-// its own keeps one arena mapped and touched ahead, and carving takes that arena when it
-// needs a new one (mapping one itself only if the helper has none ready).
+// and the thread that carves the first blocks of a new arena would wait for it. So once
+// an allocator has taken kHelperAfter arenas, a helper thread of its own keeps one arena
+// mapped and touched ahead, and carving takes that arena when it needs a new one (mapping
+// one itself only if the helper has none ready).
 //
 // Thread safety: the shared stacks and the arenas are guarded by one mutex, taken only when
 // a thread's list runs empty or full. The helper touches only the arena it makes, and hands
@@ -44,8 +45,6 @@ struct node_cache {
 class node_core final : public per_thread_owner {
  public:
   static constexpr std::size_t arena_size = std::size_t{2} << 20;
-  // Arenas taken before the helper starts: an allocator that stays small starts no thread.
-  static constexpr std::size_t kHelperAfter = 2;
 
   ~node_core() override;
 
@@ -72,6 +71,8 @@ class node_core final : public per_thread_owner {
     void* head;
     std::uint32_t count;
   };
+  // Arenas taken before the helper starts: an allocator that stays small starts no thread.
+  static constexpr std::size_t kHelperAfter = 2;
   bool carve(node_cache::bin& bin, unsigned c) noexcept;  // REQUIRES: mutex_
   // A new arena: the helper's, else one mapped now; nullptr without memory. Asks the
   // helper for the next. REQUIRES: mutex_

@@ -488,8 +488,6 @@ class point_table {
   }
   // For tests: waits until the helper has answered every request handed to it.
   void TEST_await_helper() const { helper_.await(); }
-  // The smallest spare the helper makes (smaller ones a writer makes).
-  static constexpr std::size_t kHelperBytes = std::size_t{1} << 20;
 
   // The tables' bytes: the current, the draining and the spare, those that exist.
   std::size_t bytes() const {
@@ -529,6 +527,8 @@ class point_table {
   // table holds twice the entries, so it reaches its own grow point after the old table's
   // capacity times 3/8 inserts, by which time 64 slots per insert have long drained it.
   static constexpr std::size_t kDrainSlots = 64;
+  // The smallest spare the helper makes (smaller ones a writer makes).
+  static constexpr std::size_t kHelperBytes = std::size_t{1} << 20;
 
   // Slots per cache line: a key's home is the first slot of a line, so a probe reads the
   // line it missed on before it needs another.

@@ -226,8 +226,8 @@ class engine_iterator final : public Iterator {
   // (request_ahead): the steps after find both in cache. Along the list the entries from
   // the tree are a hint, never followed: the walk still takes each entry's successor link,
   // and where the hint and the list part (a write, a skipped key) or the hint runs out, the
-  // tree is asked again (land_by_tag follows them, by its own argument). Other moves (SeekToFirst, Prev ...) request the next entry, its node and the
-  // entry after it.
+  // tree is asked again (land_by_tag follows them, by its own argument). Other moves
+  // (SeekToFirst, Prev ...) request the next entry, its node and the entry after it.
   void prefetch_ahead(const inode* n, bool from_tree) {
     if (from_tree) {
       if (ahead_at_ < ahead_end_ && ahead_[ahead_at_].entry == n) {
