@@ -545,16 +545,15 @@ class btree {
 
   // Requests all of a node's lines at once: the search in it then waits on about one miss,
   // not one per step of its bisection.
-  static void prefetch_node_lines(const node* n) {
-    const char* p = reinterpret_cast<const char*>(n);
-    for (std::size_t i = 0; i < sizeof(leaf); i += 64) __builtin_prefetch(p + i);
-  }
-
-  // Requests the lines of a leaf's header and first `slots` slots, which collect reads.
+  static void prefetch_node_lines(const node* n) { prefetch_lines(n, sizeof(leaf)); }
+  // The lines of a leaf's header and first `slots` slots, which collect reads.
   static void prefetch_slot_lines(const leaf* l, std::size_t slots) {
-    const char* p = reinterpret_cast<const char*>(l);
-    const char* end = reinterpret_cast<const char*>(l->slots + std::min(slots, kLeafSlots));
-    for (; p < end; p += 64) __builtin_prefetch(p);
+    const auto* end = reinterpret_cast<const char*>(l->slots + std::min(slots, kLeafSlots));
+    prefetch_lines(l, static_cast<std::size_t>(end - reinterpret_cast<const char*>(l)));
+  }
+  static void prefetch_lines(const void* from, std::size_t bytes) {
+    const char* p = static_cast<const char*>(from);
+    for (std::size_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i);
   }
 
   // Entry i of l, read at version v.

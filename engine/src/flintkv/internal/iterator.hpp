@@ -249,48 +249,49 @@ class engine_iterator final : public Iterator {
     }
   }
 
-  // Requests the node of each entry of ahead_[from .. to) whose tag is current (update_marks) by
-  // the tag alone: land_by_tag will read it and not the entry. Of the others, requests each
-  // entry up to its newest version's words (what a step reads of it), then its newest node. Such
-  // a step waits on its entry and then its node, so the first kTagged of their nodes are
-  // requested with the entries, from the tags, and again from the entry where the tag is stale
-  // (a newer version since). The rest are requested from the entries, which by then have
-  // arrived: requesting every node by its tag together with the entries measured slower
-  // (docs/engine-design.md, "What bounds scans, space and memory").
-  // The tree hands over the entries a leaf at a time (btree.hpp, on_leaf), and each leaf's are
-  // requested before the tree reads the next: a Seek whose entries span two leaves waits on the
-  // second leaf and its first nodes together, not one after the other.
+  // Requests the node of each entry of ahead_[from .. to) whose tag is current
+  // (update_marks) by the tag alone: land_by_tag will read it and not the entry. Of the
+  // others, requests each entry up to its newest version's words (what a step reads of it),
+  // then its newest node. Such a step waits on its entry and then its node, so the first
+  // kTagged of their nodes are requested with the entries, from the tags, and again from the
+  // entry where the tag is stale (a newer version since). The rest are requested from the
+  // entries, which by then have arrived: requesting every node by its tag together with the
+  // entries measured slower (docs/engine-design.md, "What bounds scans, space and memory").
+  // The tree hands over the entries a leaf at a time (btree.hpp, on_leaf), and each leaf's
+  // are requested before the tree reads the next: a Seek whose entries span two leaves waits
+  // on the second leaf and its first nodes together, not one after the other.
   // REQUIRES: pinned since ahead_[from .. to) was filled (its entries are then safe to
-  // read); untagged_ was reset (requester) before the first leaf of this fill.
+  // read); the calls of one fill of ahead_ come in order, the first with from == 0.
   void request_ahead(std::size_t from, std::size_t to) {
-    bool by_tag[kAhead];
-    const std::size_t untagged_before = untagged_;
+    enum class asked : std::uint8_t { node, entry, entry_and_tag };
+    asked what[kAhead];
+    if (from == 0) untagged_ = 0;
     for (std::size_t i = from; i < to; ++i) {
-      by_tag[i] = ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry);
-      if (by_tag[i]) {
+      if (ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry)) {
+        what[i] = asked::node;
         engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
         continue;
       }
       const char* e = reinterpret_cast<const char*>(ahead_[i].entry);
       __builtin_prefetch(e);
       __builtin_prefetch(e + inode::newest_end(ahead_[i].key_size) - 1);
-      if (untagged_++ < kTagged && ahead_[i].tag != 0) {
+      const bool early = untagged_++ < kTagged;
+      what[i] = early && ahead_[i].tag != 0 ? asked::entry_and_tag : asked::entry;
+      if (what[i] == asked::entry_and_tag) {
         engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
       }
     }
-    std::size_t untagged = untagged_before;
     for (std::size_t i = from; i < to; ++i) {
-      if (by_tag[i]) continue;
+      if (what[i] == asked::node) continue;
       const std::uint64_t pnode = ahead_[i].entry->unlocked_newest().pnode;
-      if (untagged++ >= kTagged || entry_node_tag::node(ahead_[i].tag) != pnode) {
+      if (what[i] == asked::entry || entry_node_tag::node(ahead_[i].tag) != pnode) {
         engine_->prefetch_node_start(pnode);
       }
     }
   }
 
-  // The tree's on_leaf for a new fill of ahead_: request_ahead on each leaf's entries.
+  // The tree's on_leaf for a fill of ahead_.
   auto requester() {
-    untagged_ = 0;
     return [this](std::size_t from, std::size_t to) { request_ahead(from, to); };
   }
 
@@ -299,7 +300,7 @@ class engine_iterator final : public Iterator {
   static constexpr std::size_t kAhead = 12;
   static constexpr std::size_t kTagged = 2;  // request_ahead
   key_index::ahead ahead_[kAhead];
-  std::size_t untagged_ = 0;   // request_ahead: entries of this fill without a current tag
+  std::size_t untagged_ = 0;   // request_ahead: this fill's entries without a current tag
   std::size_t ahead_at_ = 0;   // ahead_[ahead_at_] is the entry expected next
   std::size_t ahead_end_ = 0;
   // Since the last Seek, ahead_ comes from a tree that held every entry, and
