@@ -299,10 +299,20 @@ class reclaimer {
   std::uint64_t passes() const { return passes_.load(std::memory_order_relaxed); }
   std::uint64_t last_watermark() const { return last_watermark_.load(std::memory_order_relaxed); }
 
-  // The entries still queued, for the engine's destructor (which frees the index).
+  // The entries still queued, for the engine's destructor (which frees the index); frees
+  // the entries TEST_keep_removed_entries kept.
   void clear() {
     queue_.clear();
     parked_.clear();
+    for (const retiree& r : kept_removed_) storage_.dram_free(r.memory, r.bytes);
+    kept_removed_.clear();
+  }
+
+  // Test hook: entries removed from the index are kept until clear() instead of retired, so
+  // that a broken variant whose scans stand on such an entry (the engine's
+  // TEST_skip_update_marks) reads stale memory, not freed memory.
+  void TEST_keep_removed_entries(bool keep) {
+    keep_removed_.store(keep, std::memory_order_relaxed);
   }
 
  private:
@@ -336,6 +346,10 @@ class reclaimer {
     try {
       pending_.reserve(pending_.size() + n);
       retired_.reserve(retired_.size() + n);
+      if (keep_removed_.load(std::memory_order_relaxed) &&
+          kept_removed_.size() == kept_removed_.capacity()) {
+        kept_removed_.reserve(2 * kept_removed_.size() + 64);
+      }
       return true;
     } catch (...) {
       return false;
@@ -429,7 +443,11 @@ class reclaimer {
       inode* pred = index.remove(entry);
       link(node_offset{pred->tail_pnode()}, successor(node_offset{newest.pnode}));  // (1)
       pending_.push_back({node_offset{newest.pnode}});
-      retired_.push_back({entry, entry->size()});
+      if (keep_removed_.load(std::memory_order_relaxed)) {
+        kept_removed_.push_back({entry, entry->size()});  // room_for reserved it
+      } else {
+        retired_.push_back({entry, entry->size()});
+      }
       ++done->versions;
       ++done->keys;
       done->bytes += node::size_for(key_size, 0);
@@ -446,6 +464,8 @@ class reclaimer {
   std::optional<std::uint64_t> settled_;
   std::vector<dropped> pending_;
   std::vector<retiree> retired_;
+  std::vector<retiree> kept_removed_;  // TEST_keep_removed_entries
+  std::atomic<bool> keep_removed_{false};
   std::atomic<std::uint64_t> versions_{0}, bytes_{0}, passes_{0}, last_watermark_{0};
 };
 
