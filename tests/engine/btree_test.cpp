@@ -194,7 +194,27 @@ std::string compare_queries(Tree& t, const model& m, const std::string& key) {
   }
   for (const bool inclusive : {false, true}) {
     typename Tree::ahead out[12];
-    const std::size_t got = inclusive ? t.at_or_after(key, out, 12) : t.following(key, out, 12);
+    // on_leaf: each leaf's entries, as soon as they are read, in order and none twice.
+    std::size_t told = 0;
+    std::string leaf_error;
+    auto on_leaf = [&](std::size_t from, std::size_t to) {
+      if (from != told || to <= from || to > 12) {
+        leaf_error = "on_leaf(" + std::to_string(from) + ", " + std::to_string(to) +
+                     ") after entries up to " + std::to_string(told);
+      }
+      for (std::size_t i = from; i < to && i < 12; ++i) {
+        if (out[i].entry == nullptr) leaf_error = "on_leaf before entry " + std::to_string(i);
+      }
+      told = to;
+    };
+    for (auto& a : out) a.entry = nullptr;
+    const std::size_t got = inclusive ? t.at_or_after(key, out, 12, on_leaf)
+                                      : t.following(key, out, 12, on_leaf);
+    if (!leaf_error.empty()) return leaf_error + " ('" + key + "')";
+    if (told != got) {
+      return "on_leaf told " + std::to_string(told) + " of " + std::to_string(got) +
+             " entries ('" + key + "')";
+    }
     auto it = inclusive ? m.lower_bound(key) : m.upper_bound(key);
     const std::string what = std::string(inclusive ? "at_or_after" : "following") + "('" + key +
                              "') entry ";
@@ -363,6 +383,38 @@ TEST(BtreeTest, AscendingInsertsLeaveFullNodes) {
   ASSERT_EQ(compare_some_queries(*t, m, universe, rng, 3000), "");
   for (auto& [k, e] : m) t.erase(e);
   EXPECT_EQ(t->bytes(), 0u);
+}
+
+// following() tells its caller each leaf's entries as it reads them (on_leaf), before it
+// reads the next leaf, so that a scan can request their nodes while the next leaf comes.
+// Ascending inserts fill leaves of kLeafSlots keys each, so the calls are known exactly:
+// one for the rest of the key's leaf, one for the next leaf when twelve entries need it.
+TEST(BtreeTest, ReadAheadTellsEachLeafsEntriesBeforeReadingTheNext) {
+  test_tree<> t;
+  auto pinned = t.epochs().pin();
+  constexpr std::size_t kKeys = tree::kLeafSlots * 40;
+  for (std::size_t i = 0; i < kKeys; ++i) ASSERT_NE(t.insert(decimal_key(i)), nullptr);
+  std::size_t spanning = 0;
+  for (std::size_t i = 0; i + 13 < kKeys; ++i) {
+    tree::ahead out[12];
+    for (auto& a : out) a.entry = nullptr;
+    std::vector<std::pair<std::size_t, std::size_t>> calls;
+    std::vector<bool> next_unread;
+    auto on_leaf = [&](std::size_t from, std::size_t to) {
+      calls.emplace_back(from, to);
+      next_unread.push_back(to == 12 || out[to].entry == nullptr);
+    };
+    const std::size_t got = t->following(decimal_key(i), out, 12, on_leaf);
+    ASSERT_EQ(got, 12u);
+    for (std::size_t j = 0; j < got; ++j) ASSERT_EQ(out[j].entry->key, decimal_key(i + 1 + j));
+    const std::size_t in_leaf = tree::kLeafSlots - (i + 1) % tree::kLeafSlots;
+    std::vector<std::pair<std::size_t, std::size_t>> want{{0, std::min<std::size_t>(in_leaf, 12)}};
+    if (in_leaf < 12) want.emplace_back(in_leaf, 12);
+    spanning += want.size() > 1;
+    EXPECT_EQ(calls, want) << "following(" << decimal_key(i) << ")";
+    for (bool unread : next_unread) EXPECT_TRUE(unread) << "a leaf told after the next was read";
+  }
+  EXPECT_GT(spanning, 0u);
 }
 
 // Keys longer than the inline prefix, all alike in their first hundred bytes: every

@@ -207,6 +207,11 @@ class btree {
     btree_layout::prefix pre;
   };
 
+  // following()'s and at_or_after()'s default on_leaf: nothing.
+  struct no_leaf_action {
+    void operator()(std::size_t, std::size_t) const {}
+  };
+
   // Up to `n` entries with keys above `key`, in key order, into `out`; returns how many.
   // The leaves after the first are read one by one, and a change to one of them ends the
   // list early. Every entry returned was in the tree at some time during the call, and
@@ -216,13 +221,20 @@ class btree {
   // on its right, which changes the split leaf's version; a leaf is removed only when it
   // is empty. So the next leaf of a leaf read at one version holds, once read at one
   // version itself, every entry that stayed in the tree between them.)
-  std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
-    return collect<true>(key, out, n);
+  // `on_leaf(from, to)` is called as soon as out[from .. to) are read from one leaf and
+  // found consistent, before the next leaf is read: a caller can request what it will
+  // read of those entries while this call waits on the next leaf.
+  template <class OnLeaf = no_leaf_action>
+  std::size_t following(std::string_view key, ahead* out, std::size_t n,
+                        OnLeaf&& on_leaf = {}) const {
+    return collect<true>(key, out, n, on_leaf);
   }
   // The same from `key` on: the entry of `key` first if it has one (a seek, and the
   // entries a scan from it will read, in one descent).
-  std::size_t at_or_after(std::string_view key, ahead* out, std::size_t n) const {
-    return collect<false>(key, out, n);
+  template <class OnLeaf = no_leaf_action>
+  std::size_t at_or_after(std::string_view key, ahead* out, std::size_t n,
+                          OnLeaf&& on_leaf = {}) const {
+    return collect<false>(key, out, n, on_leaf);
   }
 
   // Entries in the tree. Exact for the writer; for others, a recent count.
@@ -533,9 +545,15 @@ class btree {
 
   // Requests all of a node's lines at once: the search in it then waits on about one miss,
   // not one per step of its bisection.
-  static void prefetch_node_lines(const node* n) {
-    const char* p = reinterpret_cast<const char*>(n);
-    for (std::size_t i = 0; i < sizeof(leaf); i += 64) __builtin_prefetch(p + i);
+  static void prefetch_node_lines(const node* n) { prefetch_lines(n, sizeof(leaf)); }
+  // The lines of a leaf's header and first `slots` slots, which collect reads.
+  static void prefetch_slot_lines(const leaf* l, std::size_t slots) {
+    const auto* end = reinterpret_cast<const char*>(l->slots + std::min(slots, kLeafSlots));
+    prefetch_lines(l, static_cast<std::size_t>(end - reinterpret_cast<const char*>(l)));
+  }
+  static void prefetch_lines(const void* from, std::size_t bytes) {
+    const char* p = static_cast<const char*>(from);
+    for (std::size_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i);
   }
 
   // Entry i of l, read at version v.
@@ -575,8 +593,8 @@ class btree {
   }
 
   // following() (Upper) and at_or_after().
-  template <bool Upper>
-  std::size_t collect(std::string_view key, ahead* out, std::size_t n) const {
+  template <bool Upper, class OnLeaf>
+  std::size_t collect(std::string_view key, ahead* out, std::size_t n, OnLeaf& on_leaf) const {
     if (n == 0) return 0;
     const probe p = btree_layout::probe_of(key);
     const leaf* l;
@@ -589,13 +607,16 @@ class btree {
       std::size_t got = copy_entries(l, pos, count, out, n);
       const leaf* next = l->next.load(std::memory_order_relaxed);
       if (!validate(l, v)) continue;
+      if (got > 0) on_leaf(0, got);
       while (got < n && next != nullptr) {
         l = next;
+        prefetch_slot_lines(l, n - got);
         if (!read_version(l, &v)) break;
         count = count_of(l);
         const std::size_t more = copy_entries(l, 0, count, out + got, n - got);
         next = l->next.load(std::memory_order_relaxed);
         if (!validate(l, v)) break;
+        if (more > 0) on_leaf(got, got + more);
         got += more;
       }
       return got;

@@ -975,8 +975,10 @@ class key_index {
   // that stayed in the tree is left out, but entries it lacks are, and the answer may be
   // stale by the time it is read). While tree_whole(), a reader finds every key it may see
   // in it (seek_ahead). REQUIRES: pinned.
-  std::size_t following(std::string_view key, ahead* out, std::size_t n) const {
-    return tree_.following(key, out, n);
+  template <class OnLeaf = tree::no_leaf_action>
+  std::size_t following(std::string_view key, ahead* out, std::size_t n,
+                        OnLeaf&& on_leaf = {}) const {
+    return tree_.following(key, out, n, on_leaf);
   }
 
   // For a reader at a version that visible_version had when the reader began: the first
@@ -989,9 +991,11 @@ class key_index {
   // may see the key (its newest version a delete at or below every reader's). So its first
   // answer at or after `key` is at or before the reader's, and the entries it gives leave
   // out no key the reader may see. Otherwise this asks seek(). REQUIRES: pinned.
-  inode* seek_ahead(std::string_view key, ahead* out, std::size_t n, std::size_t* got) const {
+  template <class OnLeaf = tree::no_leaf_action>
+  inode* seek_ahead(std::string_view key, ahead* out, std::size_t n, std::size_t* got,
+                    OnLeaf&& on_leaf = {}) const {
     if (tree_complete_.load(std::memory_order_relaxed)) {
-      *got = tree_.at_or_after(key, out, n);
+      *got = tree_.at_or_after(key, out, n, on_leaf);
       return *got == 0 ? nullptr : out[0].entry;
     }
     *got = 0;

@@ -73,10 +73,9 @@ class engine_iterator final : public Iterator {
     auto pinned = engine_->pin();
     status_ = Status::OK();
     if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
-    inode* n = index().seek_ahead(target, ahead_, kAhead, &ahead_end_);
+    inode* n = index().seek_ahead(target, ahead_, kAhead, &ahead_end_, requester());
     ahead_at_ = 0;
     whole_ = ahead_end_ > 0;
-    request_ahead();
     if (land_by_tag()) return;
     settle_forward(n, true);
   }
@@ -96,9 +95,8 @@ class engine_iterator final : public Iterator {
   void Next() override {
     auto pinned = engine_->pin();
     if (whole_ && ahead_at_ == ahead_end_) {
-      ahead_end_ = index().following(key_, ahead_, kAhead);
+      ahead_end_ = index().following(key_, ahead_, kAhead, requester());
       ahead_at_ = 0;
-      request_ahead();
     }
     if (land_by_tag()) return;
     settle_forward(current_->load_next(), true);
@@ -234,10 +232,9 @@ class engine_iterator final : public Iterator {
         ++ahead_at_;
         return;
       }
-      ahead_end_ = index().following(n->key(), ahead_, kAhead);
+      ahead_end_ = index().following(n->key(), ahead_, kAhead, requester());
       ahead_at_ = 0;
       whole_ = index().tree_whole();
-      request_ahead();
       return;
     }
     whole_ = false;
@@ -252,39 +249,50 @@ class engine_iterator final : public Iterator {
     }
   }
 
-  // Requests the node of each entry of ahead_ whose tag is current (update_marks) by the
-  // tag alone: land_by_tag will read it and not the entry. Of the others, requests each
-  // entry up to its newest version's words (what a step reads of it), then its newest
-  // node. Such a step waits on its entry and then its node, so the first kTagged of their
-  // nodes are requested with the entries, from the tags, and again from the entry where
-  // the tag is stale (a newer version since). The rest are requested from the entries,
-  // which by then have arrived: requesting every node by its tag together with the entries
-  // measured slower (docs/engine-design.md, "What bounds scans, space and memory").
-  // REQUIRES: pinned since ahead_ was filled (its entries are then safe to read).
-  void request_ahead() const {
-    bool by_tag[kAhead];
-    std::size_t untagged = 0;
-    for (std::size_t i = 0; i < ahead_end_; ++i) {
-      by_tag[i] = ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry);
-      if (by_tag[i]) {
+  // Requests the node of each entry of ahead_[from .. to) whose tag is current
+  // (update_marks) by the tag alone: land_by_tag will read it and not the entry. Of the
+  // others, requests each entry up to its newest version's words (what a step reads of it),
+  // then its newest node. Such a step waits on its entry and then its node, so the first
+  // kTagged of their nodes are requested with the entries, from the tags, and again from the
+  // entry where the tag is stale (a newer version since). The rest are requested from the
+  // entries, which by then have arrived: requesting every node by its tag together with the
+  // entries measured slower (docs/engine-design.md, "What bounds scans, space and memory").
+  // The tree hands over the entries a leaf at a time (btree.hpp, on_leaf), and each leaf's
+  // are requested before the tree reads the next: a Seek whose entries span two leaves waits
+  // on the second leaf and its first nodes together, not one after the other.
+  // REQUIRES: pinned since ahead_[from .. to) was filled (its entries are then safe to
+  // read); the calls of one fill of ahead_ come in order, the first with from == 0.
+  void request_ahead(std::size_t from, std::size_t to) {
+    enum class asked : std::uint8_t { node, entry, entry_and_tag };
+    asked what[kAhead];
+    if (from == 0) untagged_ = 0;
+    for (std::size_t i = from; i < to; ++i) {
+      if (ahead_[i].tag != 0 && index().tag_current(ahead_[i].entry)) {
+        what[i] = asked::node;
         engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
         continue;
       }
       const char* e = reinterpret_cast<const char*>(ahead_[i].entry);
       __builtin_prefetch(e);
       __builtin_prefetch(e + inode::newest_end(ahead_[i].key_size) - 1);
-      if (untagged++ < kTagged && ahead_[i].tag != 0) {
+      const bool early = untagged_++ < kTagged;
+      what[i] = early && ahead_[i].tag != 0 ? asked::entry_and_tag : asked::entry;
+      if (what[i] == asked::entry_and_tag) {
         engine_->prefetch_node_start(entry_node_tag::node(ahead_[i].tag));
       }
     }
-    untagged = 0;
-    for (std::size_t i = 0; i < ahead_end_; ++i) {
-      if (by_tag[i]) continue;
+    for (std::size_t i = from; i < to; ++i) {
+      if (what[i] == asked::node) continue;
       const std::uint64_t pnode = ahead_[i].entry->unlocked_newest().pnode;
-      if (untagged++ >= kTagged || entry_node_tag::node(ahead_[i].tag) != pnode) {
+      if (what[i] == asked::entry || entry_node_tag::node(ahead_[i].tag) != pnode) {
         engine_->prefetch_node_start(pnode);
       }
     }
+  }
+
+  // The tree's on_leaf for a fill of ahead_.
+  auto requester() {
+    return [this](std::size_t from, std::size_t to) { request_ahead(from, to); };
   }
 
   // Entries that followed current_ when the tree was asked: compared and prefetched, never
@@ -292,6 +300,7 @@ class engine_iterator final : public Iterator {
   static constexpr std::size_t kAhead = 12;
   static constexpr std::size_t kTagged = 2;  // request_ahead
   key_index::ahead ahead_[kAhead];
+  std::size_t untagged_ = 0;   // request_ahead: this fill's entries without a current tag
   std::size_t ahead_at_ = 0;   // ahead_[ahead_at_] is the entry expected next
   std::size_t ahead_end_ = 0;
   // Since the last Seek, ahead_ comes from a tree that held every entry, and
