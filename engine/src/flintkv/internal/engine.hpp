@@ -99,6 +99,7 @@ concept engine_storage = recovery_storage<S> &&
   s.free(off);
   { s.dram_allocate(n) } -> std::same_as<void*>;
   s.dram_free(p, n);
+  { S::dram_released_whole(n) } -> std::same_as<bool>;
   s.retire_dram(p, n);
   s.epochs().pin();
   { cs.granularity() } -> std::convertible_to<std::string>;
@@ -158,6 +159,11 @@ class engine final : public DB, private transaction_host {
       io::complete();
     }
     reclaimer_.clear();
+    // Entries and chain records live in the DRAM allocator's arenas, which storage_'s
+    // destruction (after this) unmaps whole, so they need no freeing one by one (a walk of
+    // about 0.1 s per million keys), unless a key was long enough for an entry that does not.
+    static_assert(Storage::dram_released_whole(sizeof(vrec)));
+    if (!large_entries_.load(std::memory_order_relaxed)) return;
     inode* n = index_->head();
     while (n != nullptr) {
       inode* next = n->load_next();
@@ -743,7 +749,11 @@ class engine final : public DB, private transaction_host {
   }
 
   inode* make_entry(std::string_view key, const version_ref& v) {
-    return inode::make(storage_->dram_allocate(inode::size_for(key.size())), key, v);
+    const std::size_t bytes = inode::size_for(key.size());
+    if (!Storage::dram_released_whole(bytes)) [[unlikely]] {
+      large_entries_.store(true, std::memory_order_relaxed);
+    }
+    return inode::make(storage_->dram_allocate(bytes), key, v);
   }
 
   // ---- attach: flat combining ------------------------------------------------------------
@@ -1313,6 +1323,9 @@ class engine final : public DB, private transaction_host {
   std::atomic<bool> test_skip_validation_{false};
   std::atomic<bool> test_skip_newest_{false};
   std::atomic<bool> test_skip_marks_{false};
+  // Some entry was ever made that the storage's destruction does not release (make_entry):
+  // the destructor then frees every entry itself.
+  std::atomic<bool> large_entries_{false};
   striped_counter puts_, deletes_, batches_, gets_, iterators_;
   std::uint64_t recovered_versions_ = 0;
   double recovery_seconds_ = 0;

@@ -150,6 +150,12 @@ class storage {
     return p;
   }
   void dram_free(void* p, std::size_t bytes) { dram_.deallocate(p, bytes); }
+  // True if a DRAM block of `bytes` need not be freed before the storage goes: the DRAM
+  // allocator's destruction unmaps its arenas whole, and blocks of up to its largest class
+  // live in them (node_allocator.hpp).
+  static constexpr bool dram_released_whole(std::size_t bytes) {
+    return bytes <= alloc::node_allocator::max_class_size;
+  }
   // Frees DRAM that readers may still hold once none can (epoch.hpp).
   void retire_dram(void* p, std::size_t bytes) { epochs_.retire(dram_, p, bytes); }
   // The DRAM allocator itself, for structures that retire what they free (the index's tree).
