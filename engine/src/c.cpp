@@ -2,6 +2,7 @@
 // an error string and keep every C++ exception inside.
 #include "flintkv/c.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,14 +76,31 @@ char* copy_string(std::string_view s) {
   return out;
 }
 
+// A "NoSpace" message allocated ahead, for a failure whose message cannot be allocated: a
+// static string would not do (the caller frees it), and a NULL *errptr would say the call
+// succeeded. Taken by set_error, and allocated again by the next set_error that can.
+std::atomic<char*> reserve_message{copy_string("NoSpace")};
+
 // Frees an earlier message in *errptr and stores `text`, as leveldb's SaveError does. If the
-// message cannot be allocated, the code's name alone is tried (a static string would not do:
-// the caller frees it).
+// message cannot be allocated, the code's name alone is tried, then the reserve; without
+// any of them an earlier message stays (stale, but still an error). Only a failure with
+// none of these, the reserve taken and not yet replaced, leaves *errptr NULL.
 void set_error(char** errptr, std::string_view text) noexcept {
   if (errptr == nullptr) return;
-  std::free(*errptr);
-  *errptr = copy_string(text);
-  if (*errptr == nullptr) *errptr = copy_string("NoSpace");
+  char* message = copy_string(text);
+  if (message == nullptr) message = copy_string("NoSpace");
+  if (message == nullptr) message = reserve_message.exchange(nullptr);
+  if (message != nullptr || *errptr == nullptr) {
+    std::free(*errptr);
+    *errptr = message;
+  }
+  if (reserve_message.load(std::memory_order_relaxed) == nullptr) {
+    char* fresh = copy_string("NoSpace");
+    char* none = nullptr;
+    if (fresh != nullptr && !reserve_message.compare_exchange_strong(none, fresh)) {
+      std::free(fresh);
+    }
+  }
 }
 
 // Returns s.ok(); on failure stores s.ToString().

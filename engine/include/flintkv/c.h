@@ -17,7 +17,8 @@
        Status::ToString() spells it, the code's name first ("NotFound", "Corruption",
        "InvalidArgument", "IOError", "NoSpace", "Busy"), then ": " and a message that names
        the file, offset or limit. Release it with flintkv_free. errptr itself may be NULL:
-       the call's error is then discarded.
+       the call's error is then discarded. Out of memory for the message itself, *errptr is
+       "NoSpace" (allocated ahead) or keeps the earlier message.
 
    (4) Buffers this library returns (values, properties, error messages) are malloc()ed;
        release them with flintkv_free.
