@@ -82,13 +82,12 @@ char* copy_string(std::string_view s) {
 std::atomic<char*> reserve_message{copy_string("NoSpace")};
 
 // Frees an earlier message in *errptr and stores `text`, as leveldb's SaveError does. If the
-// message cannot be allocated, the code's name alone is tried, then the reserve; without
-// any of them an earlier message stays (stale, but still an error). Only a failure with
-// none of these, the reserve taken and not yet replaced, leaves *errptr NULL.
+// message cannot be allocated, the reserve is stored instead (and made again at once if it
+// can be); without it an earlier message stays (stale, but still an error). Only a failure
+// with neither, the reserve taken and not yet replaced, leaves *errptr NULL.
 void set_error(char** errptr, std::string_view text) noexcept {
   if (errptr == nullptr) return;
   char* message = copy_string(text);
-  if (message == nullptr) message = copy_string("NoSpace");
   if (message == nullptr) message = reserve_message.exchange(nullptr);
   if (message != nullptr || *errptr == nullptr) {
     std::free(*errptr);
