@@ -341,6 +341,21 @@ TEST(IntegrityTest, AHeadOffsetThatIsNotTheSentinelIsReported) {
   }
 }
 
+// Recovery's message places a damaged node by the key before it, which is read only when a
+// message is made: the first node and a later one, each with one bit of its value flipped.
+TEST(IntegrityTest, ADamagedNodeIsPlacedAfterTheKeyBeforeIt) {
+  for (const int k : {0, 5}) {
+    temp_pool_path path("placed");
+    fill(path.str(), 20);
+    std::vector<char> bytes = read_file(path.str());
+    bytes[node_at(bytes, k) + 5 * W + key_of(k).size() + 2] ^= 0x01;
+    write_file(path.str(), bytes);
+    const std::string where =
+        k == 0 ? "the first node" : "the node after key '" + key_of(k - 1) + "'";
+    expect_corruption(path.str(), where + ": checksum mismatch");
+  }
+}
+
 TEST(IntegrityTest, ReadsReportDamageAfterOpen) {
   temp_pool_path path("reads");
   fill(path.str(), 20);

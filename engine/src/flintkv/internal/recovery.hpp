@@ -188,8 +188,12 @@ class recovery {
     std::optional<node_offset> off = from->next;
     bool trusted = false;  // `off` is a prior: named by a link that was durable before
     while (off->value != 0) {
-      const std::string after =
-          count == 0 ? "the first node" : "the node after key '" + printable(prev_key) + "'";
+      // Where the node is, for a message; made only for one (a string per node would cost
+      // a tenth of the walk).
+      auto after = [&, first = count == 0] {
+        return first ? std::string("the first node")
+                     : "the node after key '" + printable(prev_key) + "'";
+      };
       if (++count > max_nodes) {
         return bad("node", off->value, "the list has more nodes than the heap can hold");
       }
@@ -206,7 +210,7 @@ class recovery {
       }
       trusted = false;
       if (!s.contains(*off, node::header_size())) {
-        return bad("node", off->value, after + " lies outside the heap");
+        return bad("node", off->value, after() + " lies outside the heap");
       }
       const node* n = static_cast<const node*>(s.pointer(*off));
       const word63 sizes = read(n->sizes);
@@ -215,7 +219,8 @@ class recovery {
       if (ks == 0 || ks > kMaxKeySize || vs > kMaxValueSize ||
           (flags_of(sizes) & ~std::uint64_t{kTombstone}) != 0 || (tombstone && vs != 0) ||
           !s.contains(*off, node::size_for(ks, vs))) {
-        return bad("node", off->value, after + ": damaged size word " + std::to_string(sizes.bits));
+        return bad("node", off->value,
+                   after() + ": damaged size word " + std::to_string(sizes.bits));
       }
       const std::string_view key(n->body(), ks);
       const stored_version version =
@@ -232,7 +237,8 @@ class recovery {
       if (!uncommitted &&
           node_check_of(sizes) !=
               node_checksum(*off, sizes.bits, key, {n->body() + ks, vs}, version.version)) {
-        return bad("node", off->value, after + ": checksum mismatch (its key or value is damaged)");
+        return bad("node", off->value,
+                   after() + ": checksum mismatch (its key or value is damaged)");
       }
       const std::optional<link_words> link = read_link(n, *off);
       if (!link) {
