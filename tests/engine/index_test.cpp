@@ -328,8 +328,11 @@ TEST(IndexTest, AGrownPointTableDrainsTheOldOneAFewSlotsAtATime) {
 
 // Recovery's build places the slots a few entries behind the requests for their lines:
 // sizes below, at and above that distance, and a large one.
+// (The last size makes the point table on a thread of its own, beside the tree.)
 TEST(IndexTest, BulkBuildFillsThePointTableAndBackLinks) {
-  for (const std::uint64_t keys : {0, 1, 15, 16, 17, 5000}) {
+  for (const std::uint64_t keys : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{15},
+                                   std::uint64_t{16}, std::uint64_t{17}, std::uint64_t{5000},
+                                   std::uint64_t{key_index::kParallelBuild} + 1}) {
     test_index index;
     key_index& list = index.list();
     for (std::uint64_t i = 0; i < keys; ++i) index.append(key_of(i * 3));
