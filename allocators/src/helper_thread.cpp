@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <system_error>
-
 namespace alloc {
 
 bool helper_thread::runs_here() const noexcept {
@@ -19,7 +17,7 @@ bool helper_thread::ask() noexcept {
         thread_ = std::thread([this] { loop(); });
         state_.store(running, std::memory_order_release);
       }
-    } catch (const std::system_error&) {
+    } catch (...) {  // the system refused the thread, or no DRAM for its state
       state_.store(unavailable, std::memory_order_release);
     }
   }

@@ -7,12 +7,14 @@
 // scope lives on a thread, every operator new on that thread fails.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "allocators/helper_thread.hpp"
 #include "engine_support.hpp"
 #include "flintkv/internal/no_memory_iterator.hpp"
 
@@ -195,6 +197,22 @@ TEST_F(OutOfMemoryTest, TransactionCallsWithoutMemory) {
   std::string v;
   EXPECT_TRUE(db_->Get("a", &v).IsNotFound());
   EXPECT_EQ(db_->GetStats().snapshots, 0u);
+}
+
+// A helper whose thread cannot be started for want of DRAM (std::thread allocates its state)
+// says so, as it does when the system refuses the thread: the caller then does the job, and
+// nothing escapes ask(), which is noexcept (recovery's point-table build relies on both).
+TEST(HelperThreadOutOfMemoryTest, AHelperThatCannotStartLeavesTheJobToTheCaller) {
+  std::atomic<int> runs{0};
+  alloc::helper_thread helper([&] { runs.fetch_add(1); });
+  bool asked = true;
+  {
+    failing_allocations no_memory;
+    asked = helper.ask();
+  }
+  EXPECT_FALSE(asked);
+  helper.await();  // returns at once: no thread
+  EXPECT_EQ(runs.load(), 0);
 }
 
 }  // namespace
