@@ -89,7 +89,7 @@ void set_error(char** errptr, std::string_view text) noexcept {
   if (errptr == nullptr) return;
   char* message = copy_string(text);
   if (message == nullptr) message = reserve_message.exchange(nullptr);
-  if (message != nullptr || *errptr == nullptr) {
+  if (message != nullptr) {
     std::free(*errptr);
     *errptr = message;
   }

@@ -46,7 +46,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "allocators/epoch.hpp"
@@ -1119,27 +1118,20 @@ class key_index {
   static constexpr std::size_t kParallelBuild = std::size_t{1} << 16;
   void finish_build() {
     // The tree and the point table are made from the same entries, which nothing changes
-    // meanwhile. For a large store the table is made on a thread of its own while this one
-    // makes the tree: both wait mostly on fresh pages and on misses (the table's home slots
-    // are random), and at 10M keys they take a third of a recovery. Without a thread, or
-    // for a store whose table takes less than a thread costs, one after the other.
-    const inode* first = head_->load_next();
-    const std::size_t entries = built_.size();
-    std::thread points;
-    if (entries >= kParallelBuild) {
-      try {
-        points = std::thread([this, first, entries] { points_.build(first, entries); });
-      } catch (...) {
-        // No thread (out of memory or of threads): made below, on this one.
-      }
-    }
+    // meanwhile. For a large store the table is made by a helper while this thread makes
+    // the tree: both wait mostly on fresh pages and on misses (the table's home slots are
+    // random), and at 10M keys they take a third of a recovery. Without a helper, or for a
+    // store whose table takes less than starting a thread, one after the other.
+    auto build_points = [this] { points_.build(head_->load_next(), built_.size()); };
+    alloc::helper_thread helper(build_points);
+    const bool aside = built_.size() >= kParallelBuild && helper.ask();
     if (!tree_.build(built_.data(), built_.size())) {
       tree_complete_.store(false, std::memory_order_relaxed);
     }
-    if (points.joinable()) {
-      points.join();
+    if (aside) {
+      helper.await();
     } else {
-      points_.build(first, entries);
+      build_points();
     }
     built_.clear();
     built_.shrink_to_fit();

@@ -187,13 +187,13 @@ class recovery {
     std::string_view kept_key;     // of the last node kept
     std::optional<node_offset> off = from->next;
     bool trusted = false;  // `off` is a prior: named by a link that was durable before
+    // Where the node the walk stands on is, for a message (once count counts it); made only
+    // for a message: a string per node would cost a tenth of the walk.
+    auto after = [&] {
+      return count == 1 ? std::string("the first node")
+                        : "the node after key '" + printable(prev_key) + "'";
+    };
     while (off->value != 0) {
-      // Where the node is, for a message; made only for one (a string per node would cost
-      // a tenth of the walk).
-      auto after = [&, first = count == 0] {
-        return first ? std::string("the first node")
-                     : "the node after key '" + printable(prev_key) + "'";
-      };
       if (++count > max_nodes) {
         return bad("node", off->value, "the list has more nodes than the heap can hold");
       }
