@@ -24,21 +24,23 @@
 //      advertising.
 //  (2) attach (sync put): version (and the size word whose checksum covers it) stored, the
 //      predecessor's link (prior, link_version, successor) stored, node and link written
-//      back; the root's fenced word takes what earlier passes fenced; one fence for every
-//      sync put of the combining pass (group commit), then visible_version. A crash before
-//      may leave a link to a torn node, which recovery passes by its prior (layout.hpp,
-//      invariant (3)); versions nobody has seen. Versions are assigned only up to the root's
+//      back; one fence for every sync put of the combining pass (group commit); the root's
+//      fenced word then covers them, fenced, and only then visible_version. A crash before
+//      the first fence may leave a link to a torn node, which recovery passes by its prior
+//      (layout.hpp, invariant (3)); versions nobody has seen. Once the writers return, their
+//      links are at or below the durable `fenced`, so damage to their nodes is reported. Versions are assigned only up to the root's
 //      durable lease (lease(), one fence every kLeaseStep versions).
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
-//      version; links written back; one fence; batch_mode idle fenced; then visible_version.
+//      version; links written back; one fence; batch_mode idle and fenced at the batch's
+//      version, one fence; then visible_version.
 //      A transaction's commit is a batch, validated under the lock before any of this
 //      (transaction.hpp); a refused one writes nothing.
 //  (3a) Weak writes (WriteOptions::sync = false) open a window: commit_version (every version
 //      up to it durable) and batch_mode active, fenced, as for a batch; recovery drops the
 //      versions above commit_version while the window is open. Inside it the combiner stores
 //      versions and links without writing them back (their words are noted); the window
-//      closes (end_weak_window: the noted words written back, one fence, batch_mode idle,
-//      one fence) at Persist(), before any sync write or batch is attached, before a
+//      closes (end_weak_window: the noted words written back, one fence, batch_mode idle
+//      and fenced at the window's newest version, one fence) at Persist(), before any sync write or batch is attached, before a
 //      reclamation pass, when the noted words reach kWeakWords, at the interval and at the
 //      close. So the durable store is always
 //      a prefix of the version order. (Automatic mode makes every store durable itself:
@@ -510,7 +512,6 @@ class engine final : public DB, private transaction_host {
     visible_version_.store(found.newest_version, std::memory_order_release);
     next_version_ = found.newest_version;
     lease_ = found.newest_version;
-    fenced_before_ = found.newest_version;
     live_keys_.store(found.live_keys, std::memory_order_relaxed);
     keys_.store(found.keys, std::memory_order_relaxed);
     versions_.store(found.versions, std::memory_order_relaxed);
@@ -827,21 +828,26 @@ class engine final : public DB, private transaction_host {
       unpersisted_writes_.fetch_add(1, std::memory_order_relaxed);
     } else {
       io::fence();
-      close_window();
+      close_window(version);
     }
     next_version_ = version;
     return true;
   }
 
   // The end of a combining pass: one fence for the sync puts it linked (group commit), then
-  // everything it attached becomes visible. The slots learn their outcome after this.
-  // REQUIRES: the combiner lock.
+  // the root's fenced word covers them, fenced too, and everything the pass attached becomes
+  // visible. The slots learn their outcome after this. The second fence is what lets
+  // recovery report damage to an acknowledged put's node: a link above `fenced` may name a
+  // torn node, which recovery passes silently, so no writer returns while its link is above
+  // the durable `fenced`. REQUIRES: the combiner lock.
   void end_pass() {
     if (group_unfenced_) {
       if constexpr (M::explicit_flushes) {
-        note_fenced(fenced_before_);  // what earlier passes fenced: durable with this fence
         io::fence();
-        fenced_before_ = next_version_;
+        // A weak window opened after the pass's sync puts (which its opening fenced) holds
+        // links to nodes not yet written back: `fenced` stops below them.
+        note_fenced(weak_window_open() ? window_fenced_ : next_version_);
+        io::fence();
       } else {
         // Automatic mode: each writer fenced its node at its hand-off, and every p-store is
         // durable before the next, so the pass's links name whole nodes already.
@@ -856,8 +862,7 @@ class engine final : public DB, private transaction_host {
   // Every link to a version up to `v` is durable with its node (REQUIRES: a fence since
   // they were linked, and the combiner lock): recovery may trust those links (layout
   // invariant (3)). Written back, made durable by the caller's next fence: until then
-  // recovery checks their nodes as it checks the newest ones. A pass notes what earlier
-  // passes fenced, before its own fence, so that the word costs no fence of its own.
+  // recovery checks their nodes as it checks the newest ones.
   void note_fenced(std::uint64_t v) {
     if (fenced_ == v) return;
     fenced_ = v;
@@ -889,10 +894,13 @@ class engine final : public DB, private transaction_host {
     io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
     io::fence();
   }
-  // Every version linked so far counts again: batch_mode idle, fenced. REQUIRES: every link
-  // and version word of the window durable.
-  void close_window() {
+  // Every version up to `newest` (the window's newest) counts again: batch_mode idle, and
+  // the root's fenced word at `newest`, so that recovery reports damage to the window's
+  // nodes rather than passing them as torn; one fence. REQUIRES: every link and version
+  // word up to `newest` durable.
+  void close_window(std::uint64_t newest) {
     root_t& r = root_ref();
+    note_fenced(newest);
     io::put(r.batch_mode, kBatchIdle);
     io::flush(r.batch_mode);
     io::fence();
@@ -940,7 +948,7 @@ class engine final : public DB, private transaction_host {
   void end_weak_window() {
     write_back_noted();
     io::before_window_close();
-    close_window();
+    close_window(next_version_);
     unpersisted_writes_.store(0, std::memory_order_relaxed);
     weak_persists_.fetch_add(1, std::memory_order_relaxed);
     weak_open_.store(false, std::memory_order_release);
@@ -1292,7 +1300,6 @@ class engine final : public DB, private transaction_host {
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
   std::uint64_t lease_ = 0;         // the root's durable lease; the combiner's
   std::uint64_t fenced_ = UINT64_MAX;  // the root's fenced version as last stored; the combiner's
-  std::uint64_t fenced_before_ = 0;   // the versions end_pass fenced so far; the combiner's
   // The open weak window's versions up to this are durably linked with their nodes (the
   // newest version when the window opened, or when fence_window_before_relinking fenced it).
   std::uint64_t window_fenced_ = 0;
