@@ -98,6 +98,13 @@ class combiner {
     return mine;
   }
 
+  // Some slot's request waits for a pass (for tests).
+  bool advertised() const {
+    return std::any_of(slots_.begin(), slots_.end(), [](const slot& s) {
+      return s.state.load(std::memory_order_acquire) == slot_state::ready;
+    });
+  }
+
   // Runs f under the lock, waiting for it.
   template <class F>
   void locked(F&& f) {

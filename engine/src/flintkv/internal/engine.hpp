@@ -68,6 +68,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -76,6 +77,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "flintkv/db.hpp"
@@ -342,6 +344,13 @@ class engine final : public DB, private transaction_host {
     reclaimer_.TEST_keep_removed_entries(skip);
   }
 
+  // Test hook: `f` runs once, on the combining thread, after the next pass attached its
+  // first request and before it serves the others (REQUIRES: no write in progress). With
+  // TEST_advertised, a test makes another thread's write share that pass.
+  void TEST_once_in_pass(std::function<void()> f) { test_in_pass_ = std::move(f); }
+  // Test hook: a writer waits in a slot for a pass.
+  bool TEST_advertised() const { return combiner_.advertised(); }
+
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
 
@@ -512,6 +521,7 @@ class engine final : public DB, private transaction_host {
     visible_version_.store(found.newest_version, std::memory_order_release);
     next_version_ = found.newest_version;
     lease_ = found.newest_version;
+    durable_through_ = found.newest_version;
     live_keys_.store(found.live_keys, std::memory_order_relaxed);
     keys_.store(found.keys, std::memory_order_relaxed);
     versions_.store(found.versions, std::memory_order_relaxed);
@@ -769,6 +779,7 @@ class engine final : public DB, private transaction_host {
         return slot_state::conflict;
       }
       const bool ok = q.batch != nullptr ? attach_batch(*q.batch, q.weak) : attach_one(*q.one);
+      if (test_in_pass_) [[unlikely]] std::exchange(test_in_pass_, nullptr)();
       return ok ? slot_state::done : slot_state::failed;
     };
     auto end = [this] { end_pass(); };
@@ -846,7 +857,8 @@ class engine final : public DB, private transaction_host {
         io::fence();
         // A weak window opened after the pass's sync puts (which its opening fenced) holds
         // links to nodes not yet written back: `fenced` stops below them.
-        note_fenced(weak_window_open() ? window_fenced_ : next_version_);
+        if (!weak_window_open()) durable_through_ = next_version_;
+        note_fenced(durable_through_);
         io::fence();
       } else {
         // Automatic mode: each writer fenced its node at its hand-off, and every p-store is
@@ -893,6 +905,7 @@ class engine final : public DB, private transaction_host {
     io::put(r.batch_mode, kBatchActive);
     io::flush(&r.commit_version, 2 * sizeof(r.commit_version));
     io::fence();
+    durable_through_ = next_version_;
   }
   // Every version up to `newest` (the window's newest) counts again: batch_mode idle, and
   // the root's fenced word at `newest`, so that recovery reports damage to the window's
@@ -900,6 +913,7 @@ class engine final : public DB, private transaction_host {
   // word up to `newest` durable.
   void close_window(std::uint64_t newest) {
     root_t& r = root_ref();
+    durable_through_ = newest;
     note_fenced(newest);
     io::put(r.batch_mode, kBatchIdle);
     io::flush(r.batch_mode);
@@ -914,26 +928,27 @@ class engine final : public DB, private transaction_host {
     if (weak_window_open() && window_words_ + words > kWeakWords) end_weak_window();
     if (!weak_window_open()) {
       open_window();
-      window_fenced_ = next_version_;
       window_words_ = 0;
       weak_open_.store(true, std::memory_order_release);
     }
     window_words_ += words;
   }
 
-  // Inside the weak window, a link keeps the successor it replaces as its prior, which
-  // recovery follows past a torn node: that successor must not be a node of the window still
-  // unfenced (a weak put's node is written back only when the window's words are). If it is,
-  // everything noted so far is written back and fenced first; the window stays open.
-  // REQUIRES: the combiner lock, the window open.
-  void fence_window_before_relinking(const inode* successor_entry) {
+  // A link keeps the successor it replaces as its prior, which recovery follows past a torn
+  // node: that successor must be durable with its node. It is not if it was linked since the
+  // last fence that covered it: a sync put earlier in this pass (node and link written back,
+  // fenced at the pass's end; another writer's put can be served in the same pass, before a
+  // key just after it), or a weak write of the open window (its words only noted). If it is
+  // such a node, everything linked so far is made durable first (the window stays open).
+  // A batch's nodes need none of this: prepare fenced them. REQUIRES: the combiner lock.
+  void fence_before_relinking(const inode* successor_entry) {
     if (!io::fences_unfenced_priors || successor_entry == nullptr ||
-        successor_entry->unlocked_newest().version <= window_fenced_) {
+        successor_entry->unlocked_newest().version <= durable_through_) {
       return;
     }
-    write_back_noted();
+    if (weak_window_open()) write_back_noted();
     io::fence();
-    window_fenced_ = next_version_;
+    durable_through_ = next_version_;
   }
 
   // Writes back the words the window noted, and forgets them (the caller fences).
@@ -1005,7 +1020,9 @@ class engine final : public DB, private transaction_host {
     }
     if (entry != nullptr && entry->removed.load(std::memory_order_relaxed)) return false;
     if (successor_of(u) != u.succ) return false;
-    if (!write_back) fence_window_before_relinking(entry != nullptr ? entry : u.after);
+    if (M::explicit_flushes && (!write_back || u.deferred)) {
+      fence_before_relinking(entry != nullptr ? entry : u.after);
+    }
     // The checksum covers the version; in line order, the version word comes last.
     io::put(u.persistent->sizes, checked_sizes(u.sizes, u.content_crc, version));
     io::put(u.persistent->version, version_word(version, in_node(u.offset, word_field::version)));
@@ -1300,9 +1317,10 @@ class engine final : public DB, private transaction_host {
   std::uint64_t next_version_ = 0;  // written only under the combiner lock
   std::uint64_t lease_ = 0;         // the root's durable lease; the combiner's
   std::uint64_t fenced_ = UINT64_MAX;  // the root's fenced version as last stored; the combiner's
-  // The open weak window's versions up to this are durably linked with their nodes (the
-  // newest version when the window opened, or when fence_window_before_relinking fenced it).
-  std::uint64_t window_fenced_ = 0;
+  // Every version up to this is durably linked with its node (manual mode): the newest
+  // version at the last fence that covered every link and node so far (a pass's, a window's
+  // opening or closing, fence_before_relinking's). The combiner's.
+  std::uint64_t durable_through_ = 0;
   // The combiner's: the pass linked sync puts it has not fenced yet.
   bool group_unfenced_ = false;
   unsigned passes_since_reclaim_ = 0, passes_since_check_ = 0;  // the combiner's
@@ -1330,6 +1348,7 @@ class engine final : public DB, private transaction_host {
   std::atomic<bool> test_skip_validation_{false};
   std::atomic<bool> test_skip_newest_{false};
   std::atomic<bool> test_skip_marks_{false};
+  std::function<void()> test_in_pass_;  // the combiner's, once set
   // Some entry was ever made that the storage's destruction does not release (make_entry):
   // the destructor then frees every entry itself.
   std::atomic<bool> large_entries_{false};

@@ -46,8 +46,8 @@ struct durable {
   // A link keeps the successor it replaces (recovery.hpp, store_link). Only a test's broken
   // engine says otherwise.
   static constexpr bool keeps_prior = true;
-  // Inside a weak window, a link whose prior would name a node of the window not yet fenced
-  // fences the window first (engine.hpp, fence_window_before_relinking). Likewise.
+  // A link whose prior would name a node not yet fenced (of this pass, or of the weak
+  // window) fences first (engine.hpp, fence_before_relinking). Likewise.
   static constexpr bool fences_unfenced_priors = true;
   // A store to a persistent word.
   template <class Word, class T>
