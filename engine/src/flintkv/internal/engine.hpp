@@ -27,9 +27,12 @@
 //      back; one fence for every sync put of the combining pass (group commit); the root's
 //      fenced word then covers them, fenced, and only then visible_version. A crash before
 //      the first fence may leave a link to a torn node, which recovery passes by its prior
-//      (layout.hpp, invariant (3)); versions nobody has seen. Once the writers return, their
-//      links are at or below the durable `fenced`, so damage to their nodes is reported. Versions are assigned only up to the root's
-//      durable lease (lease(), one fence every kLeaseStep versions).
+//      (layout.hpp, invariant (3)); versions nobody has seen. So a prior must name a durable
+//      node: a link that would replace a node linked since the last fence (of the same
+//      pass, or of the weak window) fences first (fence_before_relinking). Once the writers
+//      return, their links are at or below the durable `fenced`, so damage to their nodes is
+//      reported. Versions are assigned only up to the root's durable lease (lease(), one
+//      fence every kLeaseStep versions).
 //  (3) attach (batch): commit_version and batch_mode active fenced first; all nodes get one
 //      version; links written back; one fence; batch_mode idle and fenced at the batch's
 //      version, one fence; then visible_version.
