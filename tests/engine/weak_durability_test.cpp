@@ -169,8 +169,9 @@ void flip_bit_in(std::vector<std::byte>& image, std::string_view text) {
 // passed as a torn write (which would roll the key back to its older value without a word):
 // a crash right after the acknowledgement, with the newest value's bytes damaged, for each
 // way a write is acknowledged. Before the root's fenced word was made durable with the pass,
-// the open read 'a' as "older value".
-TEST(WeakDurabilityTest, DamageToTheNewestAcknowledgedWriteIsReportedNotRolledBack) {
+// the open (manual mode) read 'a' as "older value".
+template <class Config>
+void expect_damage_to_the_newest_write_reported() {
   const std::string older = "older value of a", newest = "newest value of a";
   const std::vector<std::pair<const char*, std::function<void(DB&)>>> acknowledged = {
       {"a sync put", [&](DB& db) { ASSERT_TRUE(db.Put("a", newest).ok()); }},
@@ -189,7 +190,7 @@ TEST(WeakDurabilityTest, DamageToTheNewestAcknowledgedWriteIsReportedNotRolledBa
   };
   for (const auto& [how, write] : acknowledged) {
     SCOPED_TRACE(how);
-    on_model_store<model_manual> store;
+    on_model_store<Config> store;
     ASSERT_TRUE(store->Put("a", older).ok());
     ASSERT_TRUE(store->Put("c", "3").ok());
     write(*store);
@@ -207,6 +208,14 @@ TEST(WeakDurabilityTest, DamageToTheNewestAcknowledgedWriteIsReportedNotRolledBa
       EXPECT_EQ(v, newest) << "an acknowledged write rolled back";
     }
   }
+}
+
+TEST(WeakDurabilityTest, DamageToTheNewestAcknowledgedWriteIsReportedNotRolledBack) {
+  expect_damage_to_the_newest_write_reported<model_manual>();
+}
+
+TEST(WeakDurabilityTest, DamageToTheNewestAcknowledgedWriteIsReportedInAutomaticModeToo) {
+  expect_damage_to_the_newest_write_reported<model_automatic>();
 }
 
 TEST(WeakDurabilityTest, PersistWithNothingToPersistWritesNothing) {
