@@ -43,10 +43,10 @@
 //      versions above commit_version while the window is open. Inside it the combiner stores
 //      versions and links without writing them back (their words are noted); the window
 //      closes (end_weak_window: the noted words written back, one fence, batch_mode idle
-//      and fenced at the window's newest version, one fence) at Persist(), before any sync write or batch is attached, before a
-//      reclamation pass, when the noted words reach kWeakWords, at the interval and at the
-//      close. So the durable store is always
-//      a prefix of the version order. (Automatic mode makes every store durable itself:
+//      and fenced at the window's newest version, one fence) at Persist(), before any sync
+//      write or batch is attached, before a reclamation pass, when the noted words reach
+//      kWeakWords, at the interval and at the close. So the durable store is always a
+//      prefix of the version order. (Automatic mode makes every store durable itself:
 //      there a weak write is a sync one.)
 //  (4) Recovery validates the whole store before it writes (recovery.hpp), then rebuilds the
 //      index with its chains, visible_version and the allocator's free space.
