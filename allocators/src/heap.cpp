@@ -23,7 +23,8 @@ std::string offset_text(std::uint64_t offset) { return "offset " + std::to_strin
 }  // namespace
 
 heap_core::heap_core(const pool& p, const persist_ops& ops)
-    : base_(p.base()),
+    : huge_pages_(p.huge_pages()),
+      base_(p.base()),
       heap_offset_(p.heap_begin()),
       chunk_count_((p.heap_end() - p.heap_begin()) >> format::chunk_shift),
       ops_(ops),
@@ -130,6 +131,7 @@ status heap_core::finish_recovery() {
     return error(errc::invalid_argument, pool_name_ + ": finish_recovery() called twice");
   }
   std::int64_t in_use = 0;
+  std::uint64_t used_end = 0;  // the end of the last chunk in use
   for (std::uint64_t i = 0; i < chunk_count_; ++i) {
     chunk_state& ch = chunks_[i];
     const chunk_tag tag = stored_tag(i);
@@ -151,6 +153,7 @@ status heap_core::finish_recovery() {
         chunk_class_[i + j].store(chunk_large_tail, std::memory_order_relaxed);
       }
       in_use += static_cast<std::int64_t>(n * format::chunk_size);
+      used_end = chunk_base(i + n);
       i += n - 1;
       continue;
     }
@@ -172,11 +175,13 @@ status heap_core::finish_recovery() {
     chunk_class_[i].store(static_cast<std::uint8_t>(c), std::memory_order_relaxed);
     if (ch.free_count > 0) link(c, static_cast<std::int64_t>(i));
     in_use += static_cast<std::int64_t>(live) * pmem_classes::sizes[c];
+    used_end = chunk_base(i + 1);
   }
   {
     std::lock_guard lock(caches_mutex_);
     retired_in_use_ += in_use;
   }
+  if (used_end != 0) huge_pages_.back(used_end);
   ready_ = true;
   return {};
 }
@@ -240,6 +245,7 @@ result<std::int64_t> heap_core::take_chunk(unsigned c) {
     set_free(static_cast<std::uint64_t>(index), 1, false);
     first_free_hint_ = static_cast<std::uint64_t>(index);
   }
+  huge_pages_.back(chunk_base(static_cast<std::uint64_t>(index) + 1));
   // The chunk is ours: make its tag durable before any block of it is handed out.
   const chunk_tag tag = chunk_tag::make(chunk_kind::small, pmem_classes::sizes[c]);
   if (stored_tag(static_cast<std::uint64_t>(index)) != tag) {
@@ -373,6 +379,7 @@ result<pptr<>> heap_core::allocate_large(std::size_t bytes) {
     set_free(static_cast<std::uint64_t>(first), n, false);
   }
   const auto head = static_cast<std::uint64_t>(first);
+  huge_pages_.back(chunk_base(head + n));
   std::vector<chunk_tag> tags(n, chunk_tag::make(chunk_kind::large_tail, head));
   tags[0] = chunk_tag::make(chunk_kind::large_head, n);
   // Rewrite the tags only from the first one that differs.

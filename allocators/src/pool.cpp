@@ -5,6 +5,7 @@
 #include <libpmem2.h>
 #include <linux/magic.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/vfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "allocators/helper_thread.hpp"
 #include "pool_registry.hpp"
 
 namespace alloc {
@@ -335,9 +337,16 @@ std::string_view to_string(granularity g) noexcept {
   return "?";
 }
 
+// Linux 6.1's synchronous collapse into huge pages; glibc 2.36's <sys/mman.h> predates it.
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
 // ---- the file behind a file pool ---------------------------------------------------------
 
 struct pool::file_mapping {
+  static constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+
   int fd = -1;
   pmem2_map* map = nullptr;
   bool writable = true;  // mapped read-write (not a read_only open)
@@ -345,10 +354,21 @@ struct pool::file_mapping {
   // registered with pool_backend (their persistence is msync) until the mapping goes.
   granularity effective = granularity::page;
 
+  // Huge pages (pool::huge_page_hint). `huge` exists only for a mapping where they
+  // apply: a tmpfs file mapped at a 2 MiB boundary. The pool's first huge_wanted bytes are
+  // to be backed by huge pages; the helper has handed [0, huge_done) to the kernel (only it
+  // writes huge_done). huge_refused: the kernel refused in a way that will not change (no
+  // MADV_COLLAPSE before Linux 6.1, or shmem huge pages denied), so nothing more is asked.
+  std::atomic<std::uint64_t> huge_wanted{0};
+  std::atomic<std::uint64_t> huge_done{0};
+  std::atomic<bool> huge_refused{false};
+  std::unique_ptr<helper_thread> huge;
+
   file_mapping() = default;
   file_mapping(const file_mapping&) = delete;
   file_mapping& operator=(const file_mapping&) = delete;
   ~file_mapping() {
+    if (huge != nullptr) huge->stop();  // before the mapping goes: it may be collapsing it
     if (map != nullptr) {
       if (effective == granularity::page && writable) {
         pmem2_get_persist_fn(map)(pmem2_map_get_address(map), pmem2_map_get_size(map));
@@ -406,11 +426,34 @@ struct pool::file_mapping {
     pmem2_source_delete(&source);
     effective = tmpfs ? granularity::cache_line
                       : from_pmem2(pmem2_map_get_store_granularity(map));
+    if (on_tmpfs(fd) &&
+        reinterpret_cast<std::uintptr_t>(pmem2_map_get_address(map)) % kHugePage == 0) {
+      huge = std::make_unique<helper_thread>([this] { collapse_wanted(); });
+    }
     if (effective == granularity::page && writable) {  // a read-only pool has nothing to sync
       detail::register_page_pool(pmem2_map_get_address(map), pmem2_map_get_size(map),
                                  pmem2_get_flush_fn(map), pmem2_get_drain_fn(map));
     }
     return {};
+  }
+
+  // The helper's job: asks the kernel to back each whole 2 MiB region below huge_wanted
+  // with a huge page (MADV_COLLAPSE, which copies the region's pages into one and maps it
+  // with one page-table entry; stores into the region meanwhile wait for it). A region the
+  // kernel has no huge page for now (EAGAIN, ENOMEM) stays as it is.
+  void collapse_wanted() noexcept {
+    auto* base = static_cast<std::byte*>(pmem2_map_get_address(map));
+    const std::uint64_t size = pmem2_map_get_size(map);
+    const std::uint64_t wanted = std::min(huge_wanted.load(std::memory_order_acquire), size);
+    for (std::uint64_t at = huge_done.load(std::memory_order_relaxed);
+         at + kHugePage <= wanted && !huge_refused.load(std::memory_order_relaxed);
+         at += kHugePage) {
+      if (::madvise(base + at, kHugePage, MADV_COLLAPSE) != 0 && errno != EAGAIN &&
+          errno != ENOMEM) {
+        huge_refused.store(true, std::memory_order_relaxed);
+      }
+      huge_done.store(at + kHugePage, std::memory_order_release);
+    }
   }
 };
 
@@ -420,6 +463,35 @@ pool::pool() = default;
 pool::pool(pool&&) noexcept = default;
 pool& pool::operator=(pool&&) noexcept = default;
 pool::~pool() = default;
+
+void pool::huge_page_hint::back(std::uint64_t end) const noexcept {
+  file_mapping* f = file_;
+  if (f == nullptr || f->huge == nullptr || f->huge_refused.load(std::memory_order_relaxed)) {
+    return;
+  }
+  constexpr std::uint64_t region = file_mapping::kHugePage;
+  // Whole regions, and the one after them: the next allocations land there, and find it
+  // backed already rather than wait for it.
+  const std::uint64_t want = std::min((end + region - 1) / region * region + region,
+                                      std::uint64_t{pmem2_map_get_size(f->map)});
+  std::uint64_t had = f->huge_wanted.load(std::memory_order_relaxed);
+  while (had < want) {
+    if (f->huge_wanted.compare_exchange_weak(had, want, std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+      (void)f->huge->ask();  // no helper (a forked child): the hint is dropped
+      return;
+    }
+  }
+}
+
+std::uint64_t pool::TEST_await_huge_pages() const noexcept {
+  file_mapping* f = file_.get();
+  if (f == nullptr || f->huge == nullptr) return 0;
+  f->huge->await();
+  return f->huge_refused.load(std::memory_order_relaxed)
+             ? 0
+             : f->huge_done.load(std::memory_order_acquire);
+}
 
 std::string pool::uuid_string() const {
   const auto u = uuid();

@@ -1,9 +1,16 @@
 // persistent_allocator: size classes, alignment, large blocks, no space, recovery from the
-// user's walk, and a many-thread stress with ownership checks.
+// user's walk, a many-thread stress with ownership checks, and huge pages under the part of
+// a pool file in use.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -339,6 +346,126 @@ TEST_F(PersistentAllocatorTest, ManyThreadsNeverShareABlockAndLoseNothing) {
   const auto s = heap.stats();
   EXPECT_EQ(s.free_chunks, s.chunks) << "exited threads' caches came back: nothing lost";
   std::thread([&] { EXPECT_TRUE(heap.allocate(s.capacity_bytes).has_value()); }).join();
+}
+
+// ---- huge pages (pool::huge_page_hint) -------------------------------------------
+
+constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
+
+// What /proc/self/smaps says of the mapping that starts at `base`: its resident bytes, and
+// how many of them huge page-table entries map.
+struct mapped_pages {
+  bool found = false;
+  std::uint64_t resident = 0;
+  std::uint64_t huge = 0;
+};
+mapped_pages pages_of(const void* base) {
+  std::ifstream smaps("/proc/self/smaps");
+  mapped_pages m;
+  bool in = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) {  // a mapping's first line
+      if (in) break;
+      in = begin == reinterpret_cast<std::uintptr_t>(base);
+      m.found = m.found || in;
+      continue;
+    }
+    if (!in) continue;
+    std::uint64_t kib = 0;
+    if (std::sscanf(line.c_str(), "Rss: %lu kB", &kib) == 1) m.resident = kib << 10;
+    if (std::sscanf(line.c_str(), "ShmemPmdMapped: %lu kB", &kib) == 1) m.huge += kib << 10;
+    if (std::sscanf(line.c_str(), "FilePmdMapped: %lu kB", &kib) == 1) m.huge += kib << 10;
+  }
+  return m;
+}
+
+// Whether this kernel collapses a tmpfs file's pages into a huge page on request: asked of a
+// file of its own in `dir`, not of a pool.
+bool kernel_collapses_tmpfs(const std::filesystem::path& dir) {
+  const std::string file = (dir / "probe").string();
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  bool ok = false;
+  if (::ftruncate(fd, static_cast<off_t>(2 * kHugePage)) == 0) {
+    // A 2 MiB-aligned window of a larger reservation.
+    void* room = ::mmap(nullptr, 3 * kHugePage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (room != MAP_FAILED) {
+      auto at = (reinterpret_cast<std::uintptr_t>(room) + kHugePage - 1) / kHugePage * kHugePage;
+      void* p = ::mmap(reinterpret_cast<void*>(at), kHugePage, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_FIXED, fd, 0);
+      if (p != MAP_FAILED) {
+        std::memset(p, 1, 4096);
+        ok = ::madvise(p, kHugePage, 25 /* MADV_COLLAPSE */) == 0;
+      }
+      ::munmap(room, 3 * kHugePage);
+    }
+  }
+  ::close(fd);
+  ::unlink(file.c_str());
+  return ok;
+}
+
+TEST_F(PersistentAllocatorTest, ThePartOfAPoolFileInUseIsBackedByHugePages) {
+  if (!kernel_collapses_tmpfs(dir_.path())) {
+    GTEST_SKIP() << "this kernel does not collapse tmpfs pages into huge pages (Linux 6.1 "
+                    "or later, shmem_enabled not deny)";
+  }
+  constexpr std::uint64_t kPool = 64 << 20;
+  open_pool(kPool);
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(pool_->base()) % kHugePage, 0u)
+      << "libpmem2 maps a pool this size at a 2 MiB boundary";
+  // About 10 MiB of small blocks, each filled with its own bytes.
+  std::vector<std::pair<pptr<>, std::size_t>> blocks;
+  std::uint64_t used_end = 0;
+  const alloc::pool* live = &*pool_;
+  auto fill = [&](pptr<> b, std::size_t n) {
+    std::memset(live->get(b), static_cast<int>(b.offset() / 64 % 251), n);
+  };
+  auto intact = [&](pptr<> b, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(live->get(b));
+    return std::all_of(p, p + n, [&](unsigned char c) { return c == b.offset() / 64 % 251; });
+  };
+  {
+    std::optional<alloc::pool> moved;
+    heap_t heap = fresh_heap();
+    // The pool object moves while the heap uses it (as pool_memory's does), and the old one
+    // is gone: what the heap keeps of it must stay put.
+    moved.emplace(std::move(*pool_));
+    pool_.reset();
+    live = &*moved;
+    for (int i = 0; i < 80000; ++i) {
+      const std::size_t bytes = 128;
+      auto b = heap.allocate(bytes);
+      ASSERT_TRUE(b.has_value()) << b.error().to_string();
+      fill(*b, bytes);
+      blocks.push_back({*b, bytes});
+      used_end = std::max(used_end, b->offset() + bytes);
+    }
+    ASSERT_GE(used_end, 4 * kHugePage);
+    EXPECT_GE(live->TEST_await_huge_pages(), used_end / kHugePage * kHugePage);
+    const mapped_pages m = pages_of(live->base());
+    ASSERT_TRUE(m.found);
+    EXPECT_GE(m.huge, used_end / kHugePage * kHugePage)
+        << "every whole 2 MiB region below the last block in use is one huge page";
+    EXPECT_LE(m.resident, (used_end / kHugePage + 2) * kHugePage)
+        << "regions beyond the one after the last block in use stay unbacked: resident "
+           "memory follows the use of the pool, not its size";
+    for (auto [b, n] : blocks) ASSERT_TRUE(intact(b, n)) << "offset " << b.offset();
+  }
+  // Reopened, the regions the recovered blocks are in are backed again.
+  auto reopened = alloc::pool::open(dir_.file("heap.pool"), layout_for<P>());
+  ASSERT_TRUE(reopened.has_value()) << reopened.error().to_string();
+  pool_.emplace(std::move(reopened).value());
+  live = &*pool_;
+  heap_t heap(*pool_);
+  for (auto [b, n] : blocks) ASSERT_TRUE(heap.mark_live(b, n));
+  ASSERT_TRUE(heap.finish_recovery());
+  EXPECT_GE(pool_->TEST_await_huge_pages(), used_end / kHugePage * kHugePage);
+  const mapped_pages m = pages_of(pool_->base());
+  EXPECT_GE(m.huge, used_end / kHugePage * kHugePage);
+  EXPECT_LE(m.resident, (used_end / kHugePage + 2) * kHugePage);
+  for (auto [b, n] : blocks) ASSERT_TRUE(intact(b, n)) << "offset " << b.offset();
 }
 
 }  // namespace

@@ -31,6 +31,10 @@
 //  (A4) No space: allocate() returns no_space and changes nothing; the pool stays usable.
 //       Blocks held in other threads' caches are not counted as free.
 //
+// Memory: the allocator asks its pool to back the chunks it hands out (and, at
+// finish_recovery, those in use) with huge pages (pool::huge_page_hint), so that
+// nodes scattered over them share TLB entries.
+//
 // Thread safety: allocate, free, usable_size and stats may be called from any thread.
 // mark_live may be called from several threads, but not with finish_recovery or
 // allocations. The pool must outlive the allocator.

@@ -177,6 +177,13 @@ class pool {
   std::uint64_t heap_end() const noexcept {
     return header().heap_offset + header().chunk_count * format::chunk_size;
   }
+  class huge_page_hint;
+  // The pool's huge-page hint: see huge_page_hint below.
+  huge_page_hint huge_pages() const noexcept;
+  // For tests: waits until every region asked for so far was handed to the kernel; returns
+  // how many bytes from the pool's start were (0 where huge pages do not apply).
+  std::uint64_t TEST_await_huge_pages() const noexcept;
+
   bool contains(const void* p, std::size_t n = 1) const noexcept {
     auto a = reinterpret_cast<std::uintptr_t>(p);
     auto b = reinterpret_cast<std::uintptr_t>(base_);
@@ -201,6 +208,31 @@ class pool {
   pool_access access_ = pool_access::read_write;
   std::string name_;
   std::unique_ptr<file_mapping> file_;  // file pools only
+
+ public:
+  // back(end) asks that the pool's first `end` bytes be backed by huge pages, so that reads
+  // scattered over them miss the TLB less: whole 2 MiB regions, and one more beyond them,
+  // collapsed by a helper thread of the pool's (MADV_COLLAPSE), not by the caller. Only
+  // what is asked for is backed, so resident memory grows with the part of the pool in use,
+  // not with its size (persistent_allocator asks for the chunks it hands out). A hint: it
+  // applies to a file on tmpfs (/dev/shm) mapped at a 2 MiB boundary, on a kernel that can
+  // collapse it (Linux 6.1 or later), and does nothing elsewhere. The bytes read the same
+  // before and after. The handle stays valid while the pool's mapping does, also when the
+  // pool object is moved (as base() does). Thread safety: back() from any thread.
+  class huge_page_hint {
+   public:
+    huge_page_hint() = default;  // applies nowhere
+    void back(std::uint64_t end) const noexcept;
+
+   private:
+    friend class pool;
+    explicit huge_page_hint(file_mapping* f) noexcept : file_(f) {}
+    file_mapping* file_ = nullptr;
+  };
 };
+
+inline pool::huge_page_hint pool::huge_pages() const noexcept {
+  return huge_page_hint(file_.get());
+}
 
 }  // namespace alloc

@@ -130,6 +130,7 @@ class heap_core final : public per_thread_owner {
   void release_chunk(std::uint64_t index) noexcept;
   error exhausted(std::size_t bytes) const;
 
+  pool::huge_page_hint huge_pages_;  // asked to back the chunks in use with huge pages
   std::byte* base_;
   std::uint64_t heap_offset_;
   std::uint64_t chunk_count_;

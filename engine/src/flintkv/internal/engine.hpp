@@ -714,8 +714,8 @@ class engine final : public DB, private transaction_host {
   // node of the key's entry, or of the located next key (none at the end of the list), by
   // the index's invariant (4). A hint as well (the entry may be mid-rewrite): link()
   // compares it with the pool's word. It spares prepare a wait for that word, a miss in the
-  // pool (whose 4 KiB pages also miss the TLB) that costs as much as the rest of prepare;
-  // the line is only requested here, for the link to write under the lock.
+  // pool (and in the TLB where the pool is mapped in 4 KiB pages) that costs as much as the
+  // rest of prepare; the line is only requested here, for the link to write under the lock.
   node_offset expected_successor(const update& u) const {
     const inode* s = u.entry != nullptr ? u.entry : u.after;
     __builtin_prefetch(storage_->pointer(node_offset{u.pred->tail_pnode()}), 1);
