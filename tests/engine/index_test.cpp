@@ -13,6 +13,8 @@
 //    from the table's helper thread, and growth takes them even when they land late.
 //  - IndexTest.AGrownPointTableDrainsTheOldOneAFewSlotsAtATime: lookups through the table
 //    alone find every key while the old table drains into the grown one.
+//  - IndexTest.ALocateForAnUpdateFindsTheSameNeighboursEitherWay: through the point table
+//    or, for a writer expecting a new key, by a search alone.
 //  - IndexTest.FindFallsBackToTheSearch: an entry the point table does not hold, or holds
 //    removed, is still found by the search (the table is an accelerator, never the truth).
 //  - IndexConcurrencyTest: readers look up a fixed set of keys while the writer inserts and
@@ -488,6 +490,36 @@ TEST(IndexTest, AnEntryTheTreeLacksIsFoundBySearchesAndSeeks) {
   EXPECT_EQ(list.seek_ahead("ab", out, 12, &got), b) << "not c, which the tree would give";
   EXPECT_EQ(list.seek_ahead("bb", out, 12, &got), c);
   EXPECT_EQ(list.check(), "") << "an incomplete tree is allowed";
+}
+
+// A writer locates a key either way: through the point table (which answers an existing
+// key's entry and its predecessor) or, expecting the key to be new, by a search alone. Both
+// give the same neighbours, and an existing key's entry is `after` in the search's answer.
+TEST(IndexTest, ALocateForAnUpdateFindsTheSameNeighboursEitherWay) {
+  test_index index;
+  key_index& list = index.list();
+  auto pinned = index.epochs().pin();
+  inode* a = index.insert("a");
+  inode* c = index.insert("c");
+  inode* e = index.insert("e");
+  for (bool expect_new : {false, true}) {
+    SCOPED_TRACE(expect_new ? "expecting a new key" : "through the table");
+    inode* pred = nullptr;
+    inode* after = nullptr;
+    key_index::tree_place where;
+    inode* found = list.locate_for_update("c", expect_new, &pred, &after, &where);
+    EXPECT_EQ(found, expect_new ? nullptr : c) << "only the table's way names the entry";
+    EXPECT_EQ(pred, a);
+    EXPECT_EQ(after, c) << "the key's own entry";
+    found = list.locate_for_update("d", expect_new, &pred, &after, &where);
+    EXPECT_EQ(found, nullptr);
+    EXPECT_EQ(pred, c);
+    EXPECT_EQ(after, e);
+    found = list.locate_for_update("f", expect_new, &pred, &after, &where);
+    EXPECT_EQ(found, nullptr);
+    EXPECT_EQ(pred, e);
+    EXPECT_EQ(after, nullptr);
+  }
 }
 
 TEST(IndexTest, FindFallsBackToTheSearchForARemovedTableEntry) {

@@ -5,7 +5,8 @@
 //    once every reader is gone the store holds one version per live key and the pool's use
 //    is exactly that of a store written fresh with the same content.
 //  - ReclamationTest: a held reader keeps exactly the versions it can see, and versions
-//    older than every reader are dropped; deletes give back every byte; closing drops every
+//    older than every reader are dropped; updates among puts of new keys (located by a
+//    search alone) keep one entry per key; deletes give back every byte; closing drops every
 //    obsolete version; a small pool full of reclaimable versions keeps taking writes, one
 //    full of pinned versions says NoSpace until they go.
 //  - SnapshotRegistryTest: iterators take slots of their own until every slot is taken,
@@ -501,6 +502,38 @@ TYPED_TEST(ReclamationTest, VersionsOlderThanEveryReaderAreDropped) {
   EXPECT_GE(db->GetStats().reclaimed_versions, 49u) << "the 49 versions before it are gone";
   EXPECT_EQ(engine->TEST_reclaim(), 0u) << "a second pass finds nothing more";
   db->ReleaseSnapshot(s);
+}
+
+// A writer whose last puts were of new keys locates the next key by a search alone (the
+// engine's locate guesses so); a put or delete of an existing key among them still finds
+// and updates that key's entry: one entry, and once reclaimed one version, per key.
+TYPED_TEST(ReclamationTest, UpdatesAmongPutsOfNewKeysKeepOneEntryPerKey) {
+  region memory(16 << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_TRUE(db);
+  auto* engine = engine_of<TypeParam>(db.get());
+  ASSERT_NE(engine, nullptr);
+  kv_map now;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 400; ++i) {
+    keys.push_back("key" + std::to_string(1000 + i));
+    ASSERT_TRUE(db->Put(keys.back(), "v0").ok());
+    now[keys.back()] = "v0";
+    if (i % 8 == 7) {  // after seven new keys: an existing one
+      const std::string& k = keys[static_cast<std::size_t>(i - 4)];
+      if (i % 16 == 7) {
+        ASSERT_TRUE(db->Put(k, "v1").ok());
+        now[k] = "v1";
+      } else {
+        ASSERT_TRUE(db->Delete(k).ok());
+        now.erase(k);
+      }
+    }
+  }
+  EXPECT_EQ(engine->TEST_check_index(), "");
+  ASSERT_TRUE(reads_match(*db, nullptr, now, keys));
+  engine->TEST_reclaim();
+  expect_fully_reclaimed<TypeParam>(*db, now, keys);
 }
 
 // Deleting every key and reclaiming gives back every byte: the pool's use is the empty
