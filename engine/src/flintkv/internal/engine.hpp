@@ -690,8 +690,8 @@ class engine final : public DB, private transaction_host {
   // visible. A retry, or an update that fails, leaves a mark it did not need, which costs a
   // scan a step through the entry and nothing else. Here and not in link(): under the lock,
   // a mark's line would often come from the other core's cache.
-  // Which way to locate is this thread's guess from its last eight writes: the point table
-  // first unless at least six were of new keys (a fill), which search at once.
+  // The way is this thread's guess from its last eight locates (a retry counts again): the
+  // point table first unless at least six found the key new (a fill), then a search alone.
   void locate(update& u) const {
     const bool expect_new = std::popcount(recent_new_keys_ & 0xffu) >= 6;
     if (inode* e = index_->locate_for_update(u.key, expect_new, &u.pred, &u.after, &u.where);
@@ -1356,7 +1356,7 @@ class engine final : public DB, private transaction_host {
   std::atomic<bool> test_skip_validation_{false};
   std::atomic<bool> test_skip_newest_{false};
   std::atomic<bool> test_skip_marks_{false};
-  // A bit per write of this thread's (any store's), the newest lowest: 1 where the key was
+  // A bit per locate by this thread (in any store), the newest lowest: 1 where the key was
   // new to the store (locate's guess).
   static inline thread_local std::uint32_t recent_new_keys_ = 0;
   std::function<void()> test_in_pass_;  // the combiner's, once set
