@@ -502,20 +502,22 @@ TEST(IndexTest, ALocateForAnUpdateFindsTheSameNeighboursEitherWay) {
   inode* a = index.insert("a");
   inode* c = index.insert("c");
   inode* e = index.insert("e");
-  for (bool expect_new : {false, true}) {
-    SCOPED_TRACE(expect_new ? "expecting a new key" : "through the table");
+  using way = key_index::locate_way;
+  for (way w : {way::table_first, way::search_only}) {
+    SCOPED_TRACE(w == way::search_only ? "by the search alone" : "through the table");
     inode* pred = nullptr;
     inode* after = nullptr;
     key_index::tree_place where;
-    inode* found = list.locate_for_update("c", expect_new, &pred, &after, &where);
-    EXPECT_EQ(found, expect_new ? nullptr : c) << "only the table's way names the entry";
+    inode* found = list.locate_for_update("c", w, &pred, &after, &where);
+    EXPECT_EQ(found, w == way::search_only ? nullptr : c)
+        << "only the table's way names the entry";
     EXPECT_EQ(pred, a);
     EXPECT_EQ(after, c) << "the key's own entry";
-    found = list.locate_for_update("d", expect_new, &pred, &after, &where);
+    found = list.locate_for_update("d", w, &pred, &after, &where);
     EXPECT_EQ(found, nullptr);
     EXPECT_EQ(pred, c);
     EXPECT_EQ(after, e);
-    found = list.locate_for_update("f", expect_new, &pred, &after, &where);
+    found = list.locate_for_update("f", w, &pred, &after, &where);
     EXPECT_EQ(found, nullptr);
     EXPECT_EQ(pred, e);
     EXPECT_EQ(after, nullptr);

@@ -519,7 +519,7 @@ TYPED_TEST(ReclamationTest, UpdatesAmongPutsOfNewKeysKeepOneEntryPerKey) {
     keys.push_back("key" + std::to_string(1000 + i));
     ASSERT_TRUE(db->Put(keys.back(), "v0").ok());
     now[keys.back()] = "v0";
-    if (i % 8 == 7) {  // after seven new keys: an existing one
+    if (i % 8 == 7) {  // after eight new keys: an existing one
       const std::string& k = keys[static_cast<std::size_t>(i - 4)];
       if (i % 16 == 7) {
         ASSERT_TRUE(db->Put(k, "v1").ok());

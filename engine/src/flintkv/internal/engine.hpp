@@ -693,8 +693,10 @@ class engine final : public DB, private transaction_host {
   // The way is this thread's guess from its last eight locates (a retry counts again): the
   // point table first unless at least six found the key new (a fill), then a search alone.
   void locate(update& u) const {
-    const bool expect_new = std::popcount(recent_new_keys_ & 0xffu) >= 6;
-    if (inode* e = index_->locate_for_update(u.key, expect_new, &u.pred, &u.after, &u.where);
+    const auto way = std::popcount(recent_new_keys_ & 0xffu) >= 6
+                         ? key_index::locate_way::search_only
+                         : key_index::locate_way::table_first;
+    if (inode* e = index_->locate_for_update(u.key, way, &u.pred, &u.after, &u.where);
         e != nullptr) {
       u.entry = e;
     } else {

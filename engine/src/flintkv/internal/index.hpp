@@ -910,16 +910,20 @@ class key_index {
     *pred = search(key, after, where);
   }
 
-  // For a writer: if the point table holds `key`'s live entry, returns it with *pred its
-  // predecessor and *after the entry itself (all an update of an existing key needs); else
-  // nullptr and locate()'s neighbours. A writer that expects `key` to be new passes
-  // `expect_new`: the table is not asked (for a new key that is a miss the search would
-  // wait behind), only the line of the key's slot requested, for the insert that follows.
+  // How a writer locates its key: through the point table first, or (a writer that expects
+  // the key to be new) by the search alone.
+  enum class locate_way { table_first, search_only };
+
+  // For a writer: with table_first, if the point table holds `key`'s live entry, returns it
+  // with *pred its predecessor and *after the entry itself (all an update of an existing key
+  // needs); else nullptr and locate()'s neighbours. With search_only the table is not asked
+  // (for a new key that is a miss the search would wait behind), only the line of the key's
+  // slot requested, for the insert that follows; an existing key is then *after.
   // REQUIRES: pinned.
-  inode* locate_for_update(std::string_view key, bool expect_new, inode** pred, inode** after,
+  inode* locate_for_update(std::string_view key, locate_way way, inode** pred, inode** after,
                            tree_place* where) const {
     const std::uint64_t hash = point_table::hash_of(key);
-    if (expect_new) {
+    if (way == locate_way::search_only) {
       if (const void* home = points_.home_of(hash); home != nullptr) __builtin_prefetch(home, 1);
     } else if (inode* e = points_.find(key, hash); e != nullptr) {
       if (inode* p = e->prev(); p != nullptr) {
