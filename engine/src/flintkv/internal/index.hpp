@@ -232,21 +232,6 @@ static_assert(sizeof(inode) == 16);
 static_assert(inode::size_for(16) == 80, "a 16-byte key's entry fills five 16-byte units");
 static_assert(alignof(inode) >= 2);  // the point table's erased marker is no entry's address
 
-// The hash of a key for the point table: its CRC-32C (checksum.hpp), seeded with its size.
-// Whole words go through the inline crc32c_word (every put and Get hashes its key, and a
-// 16-byte key is then two instructions); the rest of the bytes through crc32c.
-inline std::uint32_t key_hash(std::string_view key) {
-  std::uint32_t crc = ~static_cast<std::uint32_t>(key.size());
-  std::size_t i = 0;
-  for (; i + 8 <= key.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, key.data() + i, 8);
-    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
-    crc = crc32c_word(crc, w);
-  }
-  return i == key.size() ? crc : crc32c(crc, key.data() + i, key.size() - i);
-}
-
 // Point lookups beside the list and its tree: an open-addressed hash table (linear probing)
 // from key to index entry, so a Get finds its entry in a probe or two instead of a descent
 // of the tree. It is an accelerator, never the truth: a lookup that finds nothing (or finds

@@ -1,5 +1,5 @@
-// Keys as the index orders them: bytewise, a proper prefix before every longer key.
-// Shared by the skiplist (index.hpp) and the B+tree (btree.hpp).
+// Keys as the index orders and hashes them: bytewise, a proper prefix before every longer key.
+// Shared by the skiplist and point table (index.hpp), the B+tree (btree.hpp) and packed nodes.
 #pragma once
 
 #include <bit>
@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+
+#include "flintkv/internal/checksum.hpp"
 
 namespace flintkv::internal {
 
@@ -39,6 +41,22 @@ inline int compare_keys(std::string_view a, std::string_view b) {
 
 inline bool same_key(std::string_view a, std::string_view b) {
   return a.size() == b.size() && compare_keys(a, b) == 0;
+}
+
+// The hash of a key: its CRC-32C (checksum.hpp), seeded with its size. The point table
+// (index.hpp) picks a key's slot with it, and a packed node (packed.hpp) keeps a byte of it
+// per key. Whole words go through the inline crc32c_word (every put and Get hashes its key,
+// and a 16-byte key is then two instructions); the rest of the bytes through crc32c.
+inline std::uint32_t key_hash(std::string_view key) {
+  std::uint32_t crc = ~static_cast<std::uint32_t>(key.size());
+  std::size_t i = 0;
+  for (; i + 8 <= key.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, key.data() + i, 8);
+    if constexpr (std::endian::native == std::endian::big) w = __builtin_bswap64(w);
+    crc = crc32c_word(crc, w);
+  }
+  return i == key.size() ? crc : crc32c(crc, key.data() + i, key.size() - i);
 }
 
 }  // namespace flintkv::internal

@@ -91,7 +91,7 @@ inline constexpr std::uint64_t kCheckMask = (std::uint64_t{1} << 15) - 1;
 // Which word of its holder a word is. Stored in the pool (in checks): do not renumber.
 enum class word_field : std::uint64_t { next = 1, version = 2, head = 3, commit_version = 4,
                                         batch_mode = 5, prior = 6, link_version = 7, fenced = 8,
-                                        lease = 9 };
+                                        lease = 9, packed_next = 10, packed_shape = 11 };
 // Where a word lives: the offset of the node that holds it, or kRootHolder for the root's.
 struct word_place {
   std::uint64_t holder;
