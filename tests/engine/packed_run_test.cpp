@@ -1,0 +1,381 @@
+// Packed runs (packed_run.hpp): the planned packed tier's store, on its own, in a pool.
+//  - PackedRunTest.BatchesAnswerAsAMapDoes: random sorted batches of puts and erasures (small
+//    and large values, keys that split nodes and keys that empty them) against std::map,
+//    every key read after each batch and the whole run in order now and then; the run is
+//    recovered from the pool part-way (a new allocator, its blocks marked live) and goes on.
+//  - PackedRunTest.ErasingEveryKeyGivesEveryBlockBack: nothing leaks, across a recovery.
+//  - PackedRunTest.DamageIsReportedNotRead: a flipped byte in a record, a header or the head
+//    word is Corruption for the get that meets it and for recovery.
+//  - PackedRunTest.NoSpaceLeavesEachKeyOldOrNew: a batch larger than the pool ends in NoSpace
+//    with every key holding its value before or after the batch, and the run usable.
+//  - PackedRunCrashTest: the run as a map (crashtest::map_subject: one key per batch) under the
+//    crash harness, in both durability modes and every persistent placement: every image
+//    recovers to a state the history allows, its blocks marked live without conflict.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "crashtest/gtest.hpp"
+#include "crashtest/harness.hpp"
+#include "flintkv/internal/packed_run.hpp"
+#include "support/policies.hpp"
+
+namespace {
+
+namespace in = flintkv::internal;
+using flintkv::automatic;
+using flintkv::manual;
+using flintkv::Status;
+
+template <class Policy>
+alloc::pool_layout layout() {
+  return {"packed-run-test", alloc::layout_fingerprint<Policy>()};
+}
+
+template <class Policy>
+struct run_root {
+  flit::persist<in::stored_offset, Policy> head;
+};
+constexpr in::word_place kHeadPlace{in::kRootHolder, in::word_field::packed_next};
+
+// A pool over an anonymous mapping, its allocator and a run in it, that can be recovered.
+template <class Policy, class Mode>
+struct fixture {
+  using run_type = in::packed_run<Policy, Mode>;
+  explicit fixture(std::size_t bytes, std::size_t node_bytes) : bytes(bytes), node_bytes(node_bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap");
+    region = static_cast<std::byte*>(p);
+    auto created = alloc::pool::create_in<Policy>({region, bytes}, layout<Policy>());
+    if (!created) throw std::runtime_error(created.error().to_string());
+    pool.emplace(std::move(created).value());
+    heap = std::make_unique<alloc::persistent_allocator<Policy>>(*pool);
+    EXPECT_TRUE(heap->finish_recovery());
+    run_type::make_empty(&root()->head, kHeadPlace);
+    in::durable<Policy, Mode>::fence();
+    run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes);
+    EXPECT_TRUE(run->recover(false).ok());
+  }
+  ~fixture() {
+    run.reset();
+    heap.reset();
+    pool.reset();
+    munmap(region, bytes);
+  }
+  run_root<Policy>* root() { return pool->template root_as<run_root<Policy>>(); }
+  // What a restart does: a new allocator, the run's blocks marked live.
+  Status recover() {
+    run.reset();
+    heap = std::make_unique<alloc::persistent_allocator<Policy>>(*pool);
+    run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes);
+    Status s = run->recover(true);
+    if (s.ok()) {
+      EXPECT_TRUE(heap->finish_recovery());
+    }
+    return s;
+  }
+
+  std::size_t bytes, node_bytes;
+  std::byte* region = nullptr;
+  std::optional<alloc::pool> pool;
+  std::unique_ptr<alloc::persistent_allocator<Policy>> heap;
+  std::unique_ptr<run_type> run;
+};
+
+template <class Policy, class Mode>
+struct config {
+  using policy = Policy;
+  using mode = Mode;
+};
+using hw_hashed = flit::policy<flit::hashed<(1u << 20)>, flit::detected>;
+using hw_adjacent = flit::policy<flit::adjacent, flit::detected>;
+
+template <class Config>
+class PackedRunTest : public ::testing::Test {
+ protected:
+  using fx = fixture<typename Config::policy, typename Config::mode>;
+  using change = typename fx::run_type::change;
+
+  static std::string key_of(std::uint64_t k) {
+    char b[32];
+    std::snprintf(b, sizeof b, "key%08llu", static_cast<unsigned long long>(k));
+    return b;
+  }
+  // Every key the map has reads back, and the whole run in order is the map.
+  static void expect_same(const fx& f, const std::map<std::string, std::string>& m) {
+    std::map<std::string, std::string> all;
+    ASSERT_TRUE(f.run->for_each([&](std::string_view k, std::string_view v) {
+                       EXPECT_TRUE(all.empty() || all.rbegin()->first < k);
+                       all.emplace(k, v);
+                     }).ok());
+    ASSERT_EQ(all, m);
+  }
+  static std::vector<change> changes_of(const std::map<std::string, std::optional<std::string>>& b) {
+    std::vector<change> out;
+    for (const auto& [k, v] : b) out.push_back({k, v ? std::string_view(*v) : std::string_view(), !v});
+    return out;
+  }
+};
+using configs = ::testing::Types<config<hw_hashed, manual>, config<hw_adjacent, manual>,
+                                 config<hw_hashed, automatic>>;
+TYPED_TEST_SUITE(PackedRunTest, configs);
+
+TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
+  using fx = typename TestFixture::fx;
+  for (std::size_t node_bytes : {std::size_t{256}, std::size_t{4096}}) {
+    SCOPED_TRACE("nodes of " + std::to_string(node_bytes));
+    fx f(256 << 20, node_bytes);
+    std::map<std::string, std::string> m;
+    std::mt19937_64 rng(node_bytes);
+    for (int batch = 0; batch < 150; ++batch) {
+      std::map<std::string, std::optional<std::string>> b;
+      const std::size_t n = 1 + rng() % (batch % 10 == 0 ? 2000 : 60);
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::string k = TestFixture::key_of(rng() % 5000);
+        if (rng() % 3 == 0) {
+          b[k] = std::nullopt;
+        } else {
+          const std::size_t size = rng() % 50 == 0 ? 3000 + rng() % 70000 : rng() % 100;
+          b[k] = std::string(size, static_cast<char>('a' + rng() % 26));
+        }
+      }
+      const auto changes = TestFixture::changes_of(b);
+      ASSERT_TRUE(f.run->apply(changes).ok());
+      for (const auto& [k, v] : b) {
+        if (v) {
+          m[k] = *v;
+        } else {
+          m.erase(k);
+        }
+        std::string got;
+        const Status s = f.run->get(k, &got);
+        if (v) {
+          ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+          ASSERT_EQ(got, *v);
+        } else {
+          ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
+        }
+      }
+      if (batch % 25 == 24) TestFixture::expect_same(f, m);
+      if (batch % 50 == 49) {
+        ASSERT_TRUE(f.recover().ok());
+        TestFixture::expect_same(f, m);
+      }
+    }
+    EXPECT_GT(f.run->nodes(), 1u);
+  }
+}
+
+TYPED_TEST(PackedRunTest, ErasingEveryKeyGivesEveryBlockBack) {
+  using fx = typename TestFixture::fx;
+  fx f(64 << 20, 4096);
+  std::map<std::string, std::optional<std::string>> puts, erases;
+  for (std::uint64_t k = 0; k < 20000; ++k) {
+    puts[TestFixture::key_of(k)] = std::string(64, 'v');
+    erases[TestFixture::key_of(k)] = std::nullopt;
+  }
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
+  EXPECT_GT(f.heap->stats().in_use_bytes, 20000u * 64);
+  ASSERT_TRUE(f.recover().ok());
+  EXPECT_EQ(f.heap->stats().in_use_bytes, f.run->block_bytes());
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(erases)).ok());
+  EXPECT_EQ(f.run->nodes(), 0u);
+  EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
+  ASSERT_TRUE(f.recover().ok());
+  EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
+}
+
+TYPED_TEST(PackedRunTest, DamageIsReportedNotRead) {
+  using fx = typename TestFixture::fx;
+  std::map<std::string, std::optional<std::string>> puts;
+  for (std::uint64_t k = 0; k < 500; ++k) puts[TestFixture::key_of(k)] = std::string(40, 'v');
+  // Each case damages a fresh run: (where, what a get of which key then says).
+  for (int what = 0; what < 3; ++what) {
+    SCOPED_TRACE("case " + std::to_string(what));
+    fx f(16 << 20, 1024);
+    ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
+    std::string value;
+    const std::string victim = TestFixture::key_of(250);
+    ASSERT_TRUE(f.run->get(victim, &value).ok());
+    const auto where = f.run->locate(victim);
+    ASSERT_TRUE(where.has_value());
+    std::byte* const node = f.pool->base() + where->first.value;
+    if (what == 0) {  // a byte of the victim's value
+      const auto v = in::packed_view<typename TypeParam::policy, typename TypeParam::mode>::open(
+          reinterpret_cast<in::packed_node<typename TypeParam::policy>*>(node), where->first,
+          where->second, true);
+      ASSERT_TRUE(v.has_value());
+      const auto found = v->find(victim, true);
+      ASSERT_EQ(found.kind, decltype(found.kind)::yes);
+      const_cast<char*>(found.value.data())[5] ^= 0x20;
+      EXPECT_TRUE(f.run->get(victim, &value).IsCorruption());
+    } else if (what == 1) {  // the node's header check
+      node[sizeof(in::packed_node<typename TypeParam::policy>)] ^= std::byte{1};
+      EXPECT_TRUE(f.run->get(victim, &value).IsCorruption());
+    } else {  // the head word
+      reinterpret_cast<std::byte*>(&f.root()->head)[2] ^= std::byte{4};
+    }
+    const Status s = f.recover();
+    EXPECT_TRUE(s.IsCorruption()) << s.ToString();
+  }
+}
+
+TYPED_TEST(PackedRunTest, NoSpaceLeavesEachKeyOldOrNew) {
+  using fx = typename TestFixture::fx;
+  fx f(8 << 20, 4096);
+  std::map<std::string, std::optional<std::string>> first, second;
+  for (std::uint64_t k = 0; k < 30000; ++k) {
+    first[TestFixture::key_of(k)] = std::string(20, 'a');
+    second[TestFixture::key_of(k)] = std::string(300, 'b');
+  }
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(first)).ok());
+  const Status s = f.run->apply(TestFixture::changes_of(second));
+  ASSERT_TRUE(s.IsNoSpace()) << s.ToString();
+  const auto check = [&] {
+    std::size_t old_values = 0, new_values = 0;
+    ASSERT_TRUE(f.run->for_each([&](std::string_view, std::string_view v) {
+                       if (v == std::string(20, 'a')) {
+                         ++old_values;
+                       } else {
+                         EXPECT_EQ(v, std::string(300, 'b'));
+                         ++new_values;
+                       }
+                     }).ok());
+    EXPECT_EQ(old_values + new_values, 30000u);
+    EXPECT_GT(new_values, 0u);
+    EXPECT_GT(old_values, 0u);
+  };
+  check();
+  ASSERT_TRUE(f.recover().ok());
+  check();
+  // Still usable: erasing half the keys makes room.
+  std::map<std::string, std::optional<std::string>> erase;
+  for (std::uint64_t k = 0; k < 30000; k += 2) erase[TestFixture::key_of(k)] = std::nullopt;
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(erase)).ok());
+  std::string v;
+  EXPECT_TRUE(f.run->get(TestFixture::key_of(1), &v).ok());
+  EXPECT_TRUE(f.run->get(TestFixture::key_of(2), &v).IsNotFound());
+}
+
+// ---- under the crash harness ----------------------------------------------------------------
+
+// The run as a crashtest::map_subject: insert-if-absent and remove are batches of one key,
+// in nodes of 128 bytes (a few keys each), so that keys split nodes and empty them.
+template <class Policy, class Mode>
+class run_map {
+ public:
+  static constexpr std::size_t region_bytes = alloc::format::chunk_table_offset +
+                                              alloc::format::page_size +
+                                              16 * alloc::format::chunk_size;
+  run_map(pv::model& m, crashtest::start how)
+      : pool_(open_pool(m, how)),
+        heap_(pool_),
+        run_(pool_, heap_, &pool_.root_as<run_root<Policy>>()->head, kHeadPlace, 128) {
+    if (how == crashtest::start::fresh) {
+      in::packed_run<Policy, Mode>::make_empty(&pool_.root_as<run_root<Policy>>()->head,
+                                               kHeadPlace);
+      in::durable<Policy, Mode>::fence();
+      Policy::operation_completion();
+      finish(run_.recover(false));
+    } else {
+      finish(run_.recover(true));
+    }
+    if (auto s = heap_.finish_recovery(); !s) {
+      throw crashtest::invariant_violation("packed run: " + s.error().to_string());
+    }
+  }
+
+  bool insert(std::uint64_t key, std::uint64_t value) {
+    if (get(key)) return false;
+    const std::string k = encode(key), v = encode(value);
+    const change c{k, v, false};
+    finish(run_.apply({&c, 1}));
+    return true;
+  }
+  bool remove(std::uint64_t key) {
+    if (!get(key)) return false;
+    const std::string k = encode(key);
+    const change c{k, {}, true};
+    finish(run_.apply({&c, 1}));
+    return true;
+  }
+  std::optional<std::uint64_t> get(std::uint64_t key) {
+    std::string v;
+    const Status s = run_.get(encode(key), &v);
+    Policy::operation_completion();
+    if (s.IsNotFound()) return std::nullopt;
+    finish(s);
+    return decode(v);
+  }
+  std::vector<crashtest::kv_entry> state() const {
+    std::vector<crashtest::kv_entry> out;
+    finish(run_.for_each([&](std::string_view k, std::string_view v) {
+      out.push_back({decode(k), decode(v), 0});
+    }));
+    return out;
+  }
+
+ private:
+  using change = typename in::packed_run<Policy, Mode>::change;
+  static alloc::pool open_pool(pv::model& m, crashtest::start how) {
+    const std::span<std::byte> region(m.base(), m.size());
+    auto p = how == crashtest::start::fresh ? alloc::pool::create_in<Policy>(region, layout<Policy>())
+                                            : alloc::pool::open_in(region, layout<Policy>());
+    if (!p) throw crashtest::invariant_violation("packed run: " + p.error().to_string());
+    return std::move(p).value();
+  }
+  static void finish(const Status& s) {
+    if (s.IsNoSpace()) throw std::bad_alloc();
+    if (!s.ok()) throw crashtest::invariant_violation(s.ToString());
+  }
+  static std::string encode(std::uint64_t x) {
+    std::string s(8, '\0');
+    for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(x >> (56 - 8 * i));
+    return s;
+  }
+  static std::uint64_t decode(std::string_view s) {
+    if (s.size() != 8) throw crashtest::invariant_violation("packed run: a key or value of " + std::to_string(s.size()) + " bytes");
+    std::uint64_t x = 0;
+    for (char c : s) x = x << 8 | static_cast<unsigned char>(c);
+    return x;
+  }
+
+  alloc::pool pool_;
+  alloc::persistent_allocator<Policy> heap_;
+  in::packed_run<Policy, Mode> run_;
+};
+
+template <class Placement, class Mode>
+void run_crash_campaign(const std::string& name) {
+  using P = flit_test::on_model<Placement>;
+  crashtest::campaign_config c;
+  c.subject = "packed_run";
+  c.config = name;
+  c.work = {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
+            .key_space = 24, .put_percent = 60, .del_percent = 30};
+  c.region_bytes = run_map<P, Mode>::region_bytes;
+  c.points = 150;
+  const auto r = crashtest::run_set_campaign<run_map<P, Mode>>(c);
+  EXPECT_EQ(r.failed, 0u) << r.summary;
+  EXPECT_GT(r.points, 0u) << r.summary;
+}
+
+TEST(PackedRunCrashTest, ManualHashed) { run_crash_campaign<flit_test::test_hashed, manual>("manual hashed"); }
+TEST(PackedRunCrashTest, ManualAdjacent) { run_crash_campaign<flit::adjacent, manual>("manual adjacent"); }
+TEST(PackedRunCrashTest, ManualLinkAndPersist) {
+  run_crash_campaign<flit::link_and_persist, manual>("manual link_and_persist");
+}
+TEST(PackedRunCrashTest, AutomaticHashed) {
+  run_crash_campaign<flit_test::test_hashed, automatic>("automatic hashed");
+}
+TEST(PackedRunCrashTest, AutomaticPlain) { run_crash_campaign<flit::plain, automatic>("automatic plain"); }
+
+}  // namespace
