@@ -43,10 +43,13 @@ struct config {
 };
 using hashed = flit::hashed<(1u << 20)>;
 
-// An aligned block, zeroed, of exactly `bytes` (so that AddressSanitizer sees a read past it).
+// A 64-byte aligned block, zeroed, of `bytes` rounded up to a multiple of 64 (aligned_alloc's
+// rule; of exactly `bytes` when it is one, so that AddressSanitizer sees a read past it).
 struct block {
   explicit block(std::size_t bytes)
-      : bytes(bytes), data(static_cast<unsigned char*>(std::aligned_alloc(64, bytes)), &std::free) {
+      : bytes(bytes),
+        data(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)),
+             &std::free) {
     std::memset(data.get(), 0, bytes);
   }
   std::size_t bytes;
