@@ -1,0 +1,211 @@
+// Packed runs (engine/src/flintkv/internal/packed_run.hpp) at the benchmarks' scale: what the
+// planned packed tier costs in space, in merging and in reading, before any engine uses it
+// (docs/engine-design.md, "The packed tier").
+//
+// The store: PACKED_BENCH_NUM keys (default 1M) of 16 bytes with 64-byte values, the keys and
+// values `flintkv bench` writes, in a packed run of 4 KiB nodes, in a pool over an anonymous
+// DRAM mapping (the emulated NVM), manual mode, the build's counter placement and the CPU's
+// best flush instruction, every read checked. It is built once by one batch of every key.
+//
+// Benchmarks:
+//   merge/B   a batch of B uniformly random keys with new values, merged into the run: the
+//             packed tier's writing, on one core. Counters: keys/s (merged), node_bytes_per_key
+//             (the blocks of the nodes the batch's keys are in afterwards, which it wrote,
+//             over B).
+//   get       a uniformly random key's value: the index's binary search, the node's header
+//             check, its fingerprints, the record's check and compare, the value copied out.
+//   seek      a uniformly random key's position, then it and the 10 records after it (the
+//             peers' seekrandom: Seek + 10 Next), each record checked and its key and value
+//             copied out.
+// Counters on every benchmark: bytes_per_key (the run's blocks over the keys).
+#include <benchmark/benchmark.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flintkv/internal/packed_run.hpp"
+#include "workload.hpp"
+
+namespace {
+
+namespace in = flintkv::internal;
+using policy = flit::policy<flit::default_placement, flit::detected>;
+using mode = flintkv::manual;
+using run_type = in::packed_run<policy, mode>;
+using view = in::packed_view<policy, mode>;
+
+constexpr std::size_t kNode = 4096;
+constexpr std::size_t kKeySize = 16, kValueSize = 64;
+constexpr in::word_place kHeadPlace{in::kRootHolder, in::word_field::packed_next};
+
+std::size_t num_keys() {
+  const char* n = std::getenv("PACKED_BENCH_NUM");
+  return n != nullptr ? std::stoull(n) : 1000000;
+}
+
+struct bench_root {
+  flit::persist<in::stored_offset, policy> head;
+};
+
+struct store {
+  std::size_t keys = num_keys();
+  std::size_t region_bytes = keys * 400 + (64 << 20);
+  std::byte* region = nullptr;
+  std::optional<alloc::pool> pool;
+  std::unique_ptr<alloc::persistent_allocator<policy>> heap;
+  std::unique_ptr<run_type> run;
+  const flintkv::tools::value_source values{kValueSize, flintkv::tools::kValueSeed};
+  std::size_t value_position = 0;
+
+  store() {
+    void* p = mmap(nullptr, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    region = static_cast<std::byte*>(p);
+    auto created = alloc::pool::create_in<policy>(
+        {region, region_bytes}, {"packed-bench", alloc::layout_fingerprint<policy>()});
+    if (!created) throw std::runtime_error(created.error().to_string());
+    pool.emplace(std::move(created).value());
+    heap = std::make_unique<alloc::persistent_allocator<policy>>(*pool);
+    if (!heap->finish_recovery()) throw std::runtime_error("finish_recovery");
+    auto* root = pool->root_as<bench_root>();
+    run_type::make_empty(&root->head, kHeadPlace);
+    run = std::make_unique<run_type>(*pool, *heap, &root->head, kHeadPlace, kNode);
+    check(run->recover(false));
+    // Every key, in one sorted batch.
+    flintkv::tools::key_formatter formatter(kKeySize);
+    std::vector<std::string> k(keys);
+    std::vector<run_type::change> changes(keys);
+    for (std::uint64_t i = 0; i < keys; ++i) {
+      k[i] = formatter.key(i);
+      changes[i] = {k[i], values.next(value_position), false};
+    }
+    check(run->apply(changes));
+  }
+  ~store() {
+    run.reset();
+    heap.reset();
+    pool.reset();
+    munmap(region, region_bytes);
+  }
+  static void check(const flintkv::Status& s) {
+    if (!s.ok()) throw std::runtime_error(s.ToString());
+  }
+  void count(benchmark::State& state) const {
+    state.counters["bytes_per_key"] =
+        static_cast<double>(run->block_bytes()) / static_cast<double>(keys);
+  }
+};
+
+store& the_store() {
+  static store s;
+  return s;
+}
+
+void BM_Merge(benchmark::State& state) {
+  store& s = the_store();
+  const auto batch = static_cast<std::size_t>(state.range(0));
+  flintkv::tools::key_formatter formatter(kKeySize);
+  flintkv::tools::random_source random(300);
+  std::map<std::string, std::string_view> picked;
+  std::vector<run_type::change> changes;
+  double written = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    picked.clear();
+    while (picked.size() < batch) {
+      picked.emplace(formatter.key(random.uniform(s.keys)), s.values.next(s.value_position));
+    }
+    changes.clear();
+    for (const auto& [k, v] : picked) changes.push_back({k, v, false});
+    state.ResumeTiming();
+    store::check(s.run->apply(changes));
+    state.PauseTiming();
+    // The nodes this batch wrote: those its keys are in now (each written once).
+    std::size_t touched = 0;
+    std::optional<in::node_offset> last;
+    for (const auto& c : changes) {
+      const auto at = s.run->locate(c.key);
+      if (at && (!last || at->first != *last)) {
+        ++touched;
+        last = at->first;
+      }
+    }
+    written += static_cast<double>(touched * kNode);
+    state.ResumeTiming();
+  }
+  state.counters["keys/s"] = benchmark::Counter(
+      static_cast<double>(batch * static_cast<std::size_t>(state.iterations())),
+      benchmark::Counter::kIsRate);
+  state.counters["node_bytes_per_key"] =
+      written / static_cast<double>(batch * static_cast<std::size_t>(state.iterations()));
+  s.count(state);
+}
+BENCHMARK(BM_Merge)->Name("merge")->Arg(4096)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_Get(benchmark::State& state) {
+  store& s = the_store();
+  flintkv::tools::key_formatter formatter(kKeySize);
+  flintkv::tools::random_source random(301);
+  std::string value;
+  for (auto _ : state) {
+    store::check(s.run->get(formatter.key(random.uniform(s.keys)), &value));
+  }
+  s.count(state);
+}
+BENCHMARK(BM_Get)->Name("get")->UseRealTime();
+
+void BM_Seek(benchmark::State& state) {
+  store& s = the_store();
+  flintkv::tools::key_formatter formatter(kKeySize);
+  flintkv::tools::random_source random(302);
+  std::string key, value;
+  const auto open = [&](in::node_offset at) {
+    const auto v = view::open(reinterpret_cast<const in::packed_node<policy>*>(
+                                  s.pool->base() + at.value),
+                              at, kNode, true);
+    if (!v) throw std::runtime_error("a packed node is damaged");
+    return *v;
+  };
+  for (auto _ : state) {
+    const std::string_view probe = formatter.key(random.uniform(s.keys));
+    in::node_offset at = s.run->locate(probe)->first;
+    view v = open(at);
+    const auto position = v.lower_bound(probe, true);
+    if (!position) throw std::runtime_error("a record is damaged");
+    std::size_t i = *position;
+    for (int step = 0; step < 11; ++step) {
+      if (i == v.size()) {
+        const auto next = in::packed_next<policy, mode>(
+            reinterpret_cast<const in::packed_node<policy>*>(s.pool->base() + at.value), at);
+        if (!next) throw std::runtime_error("a successor word is damaged");
+        if (next->value == 0) break;
+        at = *next;
+        v = open(at);
+        i = 0;
+      }
+      const auto r = v.record(i++, true);
+      if (!r) throw std::runtime_error("a record is damaged");
+      key.assign(v.prefix());
+      key.append(r->suffix);
+      value.assign(r->value);
+      benchmark::DoNotOptimize(key.data());
+      benchmark::DoNotOptimize(value.data());
+    }
+  }
+  s.count(state);
+}
+BENCHMARK(BM_Seek)->Name("seek")->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
