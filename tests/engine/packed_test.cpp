@@ -224,8 +224,9 @@ TYPED_TEST(PackedTest, ABuilderFillsItsBlock) {
   in::packed_builder<policy> b(4096);
   const std::string value(64, 'v');
   std::size_t refused = 0;
-  for (std::uint64_t k = 0; k < 1000; ++k) {
-    const std::string key = decimal_key(k * 37);
+  std::vector<std::string> keys;  // the builder keeps views of them
+  for (std::uint64_t k = 0; k < 1000; ++k) keys.push_back(decimal_key(k * 37));
+  for (const std::string& key : keys) {
     in::packed_builder<policy> roomy(in::kPackedMaxBlock - 1);
     for (std::size_t i = 0; i < b.count(); ++i) roomy.add(b.key(i), b.value(i));
     roomy.add(key, value);
@@ -239,8 +240,11 @@ TYPED_TEST(PackedTest, ABuilderFillsItsBlock) {
   EXPECT_GT(refused, 0u);
   // The count's limit: 2-byte keys with empty values in the largest block.
   in::packed_builder<policy> many(in::kPackedRecordsWithin);
-  for (int k = 0;; ++k) {
-    const std::string key{static_cast<char>(k >> 8), static_cast<char>(k & 0xff)};
+  std::vector<std::string> two_byte_keys;
+  for (int k = 0; k < 2000; ++k) {
+    two_byte_keys.push_back({static_cast<char>(k >> 8), static_cast<char>(k & 0xff)});
+  }
+  for (const std::string& key : two_byte_keys) {
     if (!many.fits(key, "")) break;
     many.add(key, "");
   }

@@ -150,7 +150,8 @@ struct packed_node {
 //     if (!b.fits(key, value)) { store_packed<Policy, Mode>(node, at, b, next); b.clear(); }
 //     b.add(key, value);  // a record that does not fit an empty node never fits: see fits
 //
-// The builder copies what it is given.
+// The builder keeps the views it is given: what they name must outlive encode (or the
+// store_packed that calls it).
 template <class Policy>
 class packed_builder {
  public:
@@ -196,23 +197,16 @@ class packed_builder {
     const std::size_t p = next_prefix(key);
     if (p != prefix_ || records_.empty()) suffix_varints_ = suffix_varints_for(p);
     prefix_ = p;
-    records_.push_back({bytes_.size(), key.size(), value.size()});
-    bytes_.append(key);
-    bytes_.append(value);
+    records_.push_back({key, value});
     key_bytes_ += key.size();
     value_bytes_ += value.size();
     value_varints_ += packed_format::varint_size(static_cast<std::uint32_t>(value.size()));
     suffix_varints_ += packed_format::varint_size(static_cast<std::uint32_t>(key.size() - p));
   }
-  std::string_view key(std::size_t i) const {
-    return {bytes_.data() + records_[i].at, records_[i].key_size};
-  }
-  std::string_view value(std::size_t i) const {
-    return {bytes_.data() + records_[i].at + records_[i].key_size, records_[i].value_size};
-  }
+  std::string_view key(std::size_t i) const { return records_[i].key; }
+  std::string_view value(std::size_t i) const { return records_[i].value; }
   void clear() {
     records_.clear();
-    bytes_.clear();
     prefix_ = key_bytes_ = value_bytes_ = value_varints_ = suffix_varints_ = 0;
   }
 
@@ -256,7 +250,7 @@ class packed_builder {
 
  private:
   struct record {
-    std::size_t at, key_size, value_size;
+    std::string_view key, value;
   };
   std::size_t next_prefix(std::string_view key) const {
     return records_.empty() ? key.size() : std::min(prefix_, packed_format::common_prefix(this->key(0), key));
@@ -264,7 +258,7 @@ class packed_builder {
   std::size_t suffix_varints_for(std::size_t p) const {
     std::size_t s = 0;
     for (const record& r : records_) {
-      s += packed_format::varint_size(static_cast<std::uint32_t>(r.key_size - p));
+      s += packed_format::varint_size(static_cast<std::uint32_t>(r.key.size() - p));
     }
     return s;
   }
@@ -290,7 +284,6 @@ class packed_builder {
 
   std::size_t capacity_;
   std::vector<record> records_;
-  std::string bytes_;
   std::size_t prefix_ = 0, key_bytes_ = 0, value_bytes_ = 0, value_varints_ = 0,
               suffix_varints_ = 0;
 };

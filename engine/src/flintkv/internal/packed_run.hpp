@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -39,6 +40,7 @@
 
 #include "allocators/persistent_allocator.hpp"
 #include "allocators/pool.hpp"
+#include "flintkv/internal/btree_node.hpp"
 #include "flintkv/internal/packed.hpp"
 #include "flintkv/status.hpp"
 
@@ -75,8 +77,144 @@ class packed_run {
   // Walks the chain: checks every node (its successor word, its header and every record),
   // that the keys ascend across nodes and that each block lies in the heap; rebuilds the
   // index; marks each block live when `mark_live` (the allocator's recovery; the caller
-  // calls finish_recovery after). Corruption names the node's offset.
+  // calls finish_recovery after). Corruption names the node's offset, and leaves the run
+  // empty: a damaged run is repaired or set aside, not used.
   Status recover(bool mark_live) {
+    Status s = walk(mark_live);
+    if (!s.ok()) index_.clear();
+    index_changed();
+    return s;
+  }
+
+  std::size_t nodes() const { return index_.size(); }
+  // The blocks' bytes, for space accounting.
+  std::size_t block_bytes() const {
+    std::size_t n = 0;
+    for (const ref& r : index_) n += r.bytes;
+    return n;
+  }
+
+  // The node whose range holds `key` (its block's offset and bytes), or nullopt if the run is
+  // empty.
+  std::optional<std::pair<node_offset, std::size_t>> locate(std::string_view key) const {
+    if (index_.empty()) return std::nullopt;
+    const ref& r = index_[node_for(key)];
+    return std::pair{r.at, r.bytes};
+  }
+
+  // The value of `key` into *value: OK, NotFound, or Corruption.
+  Status get(std::string_view key, std::string* value, bool verify = true) const {
+    if (index_.empty()) return Status::NotFound("");
+    const ref& r = index_[node_for(key)];
+    // The lines of the header, offsets and fingerprints, requested together (four lines:
+    // about 50 keys of 16 bytes with their prefix).
+    for (std::size_t line = 0; line < 4 * 64 && line < r.bytes; line += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(node(r.at)) + line);
+    }
+    const auto v = view::open(node(r.at), r.at, r.bytes, verify);
+    if (!v) return damaged(r.at);
+    const auto f = v->find(key, verify);
+    if (f.kind == view::found::damaged) return damaged(r.at);
+    if (f.kind == view::found::no) return Status::NotFound("");
+    value->assign(f.value);
+    return Status::OK();
+  }
+
+  // Calls fn(key, value) for every key in order; Corruption if a record is damaged.
+  template <class Fn>
+  Status for_each(Fn&& fn) const {
+    std::string key;
+    for (const ref& r : index_) {
+      const auto v = view::open(node(r.at), r.at, r.bytes, true);
+      if (!v) return damaged(r.at);
+      for (std::size_t i = 0; i < v->size(); ++i) {
+        const auto rec = v->record(i, true);
+        if (!rec) return damaged(r.at);
+        key.assign(v->prefix()).append(rec->suffix);
+        fn(std::string_view(key), rec->value);
+      }
+    }
+    return Status::OK();
+  }
+
+  // Applies `changes` (sorted by key, no key twice): durable when it returns OK. Errors:
+  // NoSpace (the changes to the nodes not reached yet are not applied), Corruption (a node
+  // met is damaged; nothing of it is applied).
+  Status apply(std::span<const change> changes) {
+    std::vector<ref> out;
+    out.reserve(index_.size() + 1);
+    Status status;
+    head_word* pred = head_;
+    word_place pred_place = head_place_;
+    std::size_t c = 0;
+    std::size_t j = 0;
+    if (index_.empty() && !changes.empty()) {
+      // No node yet: every change is a key of the first nodes.
+      status = replace(nullptr, changes, node_offset{0}, &pred, &pred_place, &out);
+      c = changes.size();
+    }
+    for (; j < index_.size() && status.ok(); ++j) {
+      ref& r = index_[j];  // moved to `out` unless replaced: index_ is replaced by `out`
+      // The changes of node j: below the next node's first key (all that are left for the
+      // last node; node 0 also takes those below its first key).
+      std::size_t e = c;
+      if (j + 1 == index_.size()) {
+        e = changes.size();
+      } else {
+        while (e < changes.size() && compare_keys(changes[e].key, index_[j + 1].first) < 0) ++e;
+      }
+      if (e == c) {
+        pred = &node(r.at)->next;
+        pred_place = in_node(r.at, word_field::packed_next);
+        out.push_back(std::move(r));
+        continue;
+      }
+      const auto next = packed_next<Policy, Mode>(node(r.at), r.at);
+      if (!next) {
+        status = damaged(r.at);
+        break;
+      }
+      status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
+      if (!status.ok()) break;
+      retired_.push_back(r.at);
+      c = e;
+    }
+    out.insert(out.end(), std::make_move_iterator(index_.begin() + static_cast<std::ptrdiff_t>(j)),
+               std::make_move_iterator(index_.end()));
+    settle();
+    durable<Policy, Mode>::complete();
+    index_.swap(out);
+    index_changed();
+    return status;
+  }
+
+ private:
+  struct ref {
+    std::string first;  // the node's first key
+    node_offset at;
+    std::size_t bytes;  // its block's
+  };
+  // A node's first key as the index's search compares it first: its first 16 bytes and its
+  // size (btree_node.hpp's prefix), kept apart from the refs so that the search's steps read
+  // 24 bytes each, not a ref and its key's bytes.
+  struct head {
+    btree_layout::prefix pre;
+    std::uint32_t size;
+  };
+
+  packed_node<Policy>* node(node_offset at) const {
+    return reinterpret_cast<packed_node<Policy>*>(pool_.base() + at.value);
+  }
+  // Makes every write so far durable, then frees the blocks that swaps unlinked (invariant
+  // (3)). A batch frees each old node at its next swap, not at its end, so that it needs
+  // room for one node's replacement at a time: a full pool still takes erasures.
+  void settle() {
+    durable<Policy, Mode>::before_free();
+    for (node_offset at : retired_) heap_.free(alloc::pptr<>(at.value));
+    retired_.clear();
+  }
+  // recover's walk (above).
+  Status walk(bool mark_live) {
     index_.clear();
     auto at = read_offset_word(durable<Policy, Mode>::get(*head_), head_place_);
     std::string last, key;
@@ -121,118 +259,12 @@ class packed_run {
     }
   }
 
-  std::size_t nodes() const { return index_.size(); }
-  // The blocks' bytes, for space accounting.
-  std::size_t block_bytes() const {
-    std::size_t n = 0;
-    for (const ref& r : index_) n += r.bytes;
-    return n;
-  }
-
-  // The node whose range holds `key` (its block's offset and bytes), or nullopt if the run is
-  // empty.
-  std::optional<std::pair<node_offset, std::size_t>> locate(std::string_view key) const {
-    if (index_.empty()) return std::nullopt;
-    const ref& r = index_[node_for(key)];
-    return std::pair{r.at, r.bytes};
-  }
-
-  // The value of `key` into *value: OK, NotFound, or Corruption.
-  Status get(std::string_view key, std::string* value, bool verify = true) const {
-    if (index_.empty()) return Status::NotFound("");
-    const ref& r = index_[node_for(key)];
-    const auto v = view::open(node(r.at), r.at, r.bytes, verify);
-    if (!v) return damaged(r.at);
-    const auto f = v->find(key, verify);
-    if (f.kind == view::found::damaged) return damaged(r.at);
-    if (f.kind == view::found::no) return Status::NotFound("");
-    value->assign(f.value);
-    return Status::OK();
-  }
-
-  // Calls fn(key, value) for every key in order; Corruption if a record is damaged.
-  template <class Fn>
-  Status for_each(Fn&& fn) const {
-    std::string key;
-    for (const ref& r : index_) {
-      const auto v = view::open(node(r.at), r.at, r.bytes, true);
-      if (!v) return damaged(r.at);
-      for (std::size_t i = 0; i < v->size(); ++i) {
-        const auto rec = v->record(i, true);
-        if (!rec) return damaged(r.at);
-        key.assign(v->prefix()).append(rec->suffix);
-        fn(std::string_view(key), rec->value);
-      }
+  void index_changed() {
+    heads_.resize(index_.size());
+    for (std::size_t i = 0; i < index_.size(); ++i) {
+      heads_[i] = {btree_layout::prefix_of(index_[i].first),
+                   static_cast<std::uint32_t>(index_[i].first.size())};
     }
-    return Status::OK();
-  }
-
-  // Applies `changes` (sorted by key, no key twice): durable when it returns OK. Errors:
-  // NoSpace (the changes to the nodes not reached yet are not applied), Corruption (a node
-  // met is damaged; nothing of it is applied).
-  Status apply(std::span<const change> changes) {
-    std::vector<ref> out;
-    out.reserve(index_.size() + 1);
-    Status status;
-    head_word* pred = head_;
-    word_place pred_place = head_place_;
-    std::size_t c = 0;
-    std::size_t j = 0;
-    if (index_.empty() && !changes.empty()) {
-      // No node yet: every change is a key of the first nodes.
-      status = replace(std::nullopt, changes, node_offset{0}, &pred, &pred_place, &out);
-      c = changes.size();
-    }
-    for (; j < index_.size() && status.ok(); ++j) {
-      const ref& r = index_[j];
-      // The changes of node j: below the next node's first key (all that are left for the
-      // last node; node 0 also takes those below its first key).
-      std::size_t e = c;
-      if (j + 1 == index_.size()) {
-        e = changes.size();
-      } else {
-        while (e < changes.size() && compare_keys(changes[e].key, index_[j + 1].first) < 0) ++e;
-      }
-      const auto next = packed_next<Policy, Mode>(node(r.at), r.at);
-      if (!next) {
-        status = damaged(r.at);
-        break;
-      }
-      if (e == c) {
-        out.push_back(r);
-        pred = &node(r.at)->next;
-        pred_place = in_node(r.at, word_field::packed_next);
-        continue;
-      }
-      status = replace(r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
-      if (!status.ok()) break;
-      retired_.push_back(r.at);
-      c = e;
-    }
-    out.insert(out.end(), index_.begin() + static_cast<std::ptrdiff_t>(j), index_.end());
-    settle();
-    durable<Policy, Mode>::complete();
-    index_.swap(out);
-    return status;
-  }
-
- private:
-  struct ref {
-    std::string first;  // the node's first key
-    node_offset at;
-    std::size_t bytes;  // its block's
-  };
-
-  packed_node<Policy>* node(node_offset at) const {
-    return reinterpret_cast<packed_node<Policy>*>(pool_.base() + at.value);
-  }
-  // Makes every write so far durable, then frees the blocks that swaps unlinked (invariant
-  // (3)). A batch frees each old node at its next swap, not at its end, so that it needs
-  // room for one node's replacement at a time: a full pool still takes erasures.
-  void settle() {
-    durable<Policy, Mode>::before_free();
-    for (node_offset at : retired_) heap_.free(alloc::pptr<>(at.value));
-    retired_.clear();
   }
   static Status damaged(node_offset at) {
     return Status::Corruption("packed run: damaged node at " + std::to_string(at.value));
@@ -240,88 +272,98 @@ class packed_run {
   // The index of the node whose range holds `key`: the last whose first key is at most
   // `key`, or the first. REQUIRES: !index_.empty().
   std::size_t node_for(std::string_view key) const {
-    const auto it = std::upper_bound(index_.begin(), index_.end(), key,
-                                     [](std::string_view k, const ref& r) {
-                                       return compare_keys(k, r.first) < 0;
-                                     });
-    return it == index_.begin() ? 0 : static_cast<std::size_t>(it - index_.begin()) - 1;
+    const btree_layout::probe p = btree_layout::probe_of(key);
+    std::size_t lo = 0, hi = heads_.size();  // the first node whose first key is above `key`
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      int c = btree_layout::compare_prefixed(p.pre, p.size, heads_[mid].pre, heads_[mid].size);
+      if (c == btree_layout::kTie) c = btree_layout::compare_rest(p.key, index_[mid].first);
+      if (c < 0) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return lo == 0 ? 0 : lo - 1;
   }
 
-  // Merges node `old` (none: the run is empty) with `changes`, writes the result as new
+  // Merges node `old` (nullptr: the run is empty) with `changes`, writes the result as new
   // nodes whose last names `next`, fences them, and swaps them in at *pred (which then names
   // the last new node's successor word). Appends the new nodes to `out`.
-  Status replace(std::optional<ref> old, std::span<const change> changes, node_offset next,
+  Status replace(const ref* old, std::span<const change> changes, node_offset next,
                  head_word** pred, word_place* pred_place, std::vector<ref>* out) {
-    // The merged records, in order (keys and values copied: the old node is read once).
-    std::vector<std::pair<std::string, std::string>> merged;
+    // The merged records, in order, as views: values into the old node (freed only after the
+    // swap) or the changes; keys into the changes or, for the old node's, into keys_ (prefix
+    // and suffix put together), taken once keys_ has stopped growing.
+    merged_.clear();
+    keys_.clear();
     std::size_t c = 0;
-    const auto take_changes_below = [&](const std::string* key) {
-      for (; c < changes.size() && (key == nullptr || compare_keys(changes[c].key, *key) < 0); ++c) {
-        if (!changes[c].erase) merged.emplace_back(changes[c].key, changes[c].value);
+    const auto take_changes_below = [&](std::string_view key, bool all) {
+      for (; c < changes.size() && (all || compare_keys(changes[c].key, key) < 0); ++c) {
+        if (!changes[c].erase) merged_.push_back({changes[c].key, changes[c].value});
       }
     };
     if (old) {
       const auto v = view::open(node(old->at), old->at, old->bytes, true);
       if (!v) return damaged(old->at);
-      std::string key;
       for (std::size_t i = 0; i < v->size(); ++i) {
         const auto rec = v->record(i, true);
         if (!rec) return damaged(old->at);
-        key.assign(v->prefix()).append(rec->suffix);
-        take_changes_below(&key);
+        const std::size_t at = keys_.size();
+        keys_.append(v->prefix()).append(rec->suffix);
+        const std::string_view key(keys_.data() + at, keys_.size() - at);  // until keys_ grows
+        take_changes_below(key, false);
         if (c < changes.size() && changes[c].key == key) {
-          if (!changes[c].erase) merged.emplace_back(key, changes[c].value);
+          if (!changes[c].erase) merged_.push_back({changes[c].key, changes[c].value});
           ++c;
+          keys_.resize(at);
         } else {
-          merged.emplace_back(key, rec->value);
+          merged_.push_back({{}, rec->value, at, keys_.size() - at});
         }
       }
     }
-    take_changes_below(nullptr);
+    take_changes_below({}, true);
+    for (merged_record& r : merged_) {
+      if (r.key_size != 0) r.key = std::string_view(keys_.data() + r.key_at, r.key_size);
+    }
 
-    // Pack them, from the last node back, so that each node names its successor when it
-    // is written.
-    std::vector<std::pair<std::size_t, std::size_t>> spans;  // [begin, end) of each node
-    builder_.reset(node_bytes_);
-    std::size_t begin = 0;
-    for (std::size_t i = 0; i < merged.size(); ++i) {
-      if (builder_.fits(merged[i].first, merged[i].second)) {
-        builder_.add(merged[i].first, merged[i].second);
+    // Packed in one pass: a node is written once the block of the node after it is known,
+    // so that it names its successor (the last names `next`).
+    std::vector<ref> made;
+    const auto fail = [&](const auto& error) {
+      for (const ref& r : made) heap_.free(alloc::pptr<>(r.at.value));
+      return Status::NoSpace("packed run: " + error.to_string());
+    };
+    std::optional<node_offset> current;  // the block of the node being built
+    const auto start = [&](std::size_t bytes) -> std::optional<Status> {
+      auto block = heap_.allocate(bytes);
+      if (!block) return fail(block.error());
+      if (current) {
+        store_packed<Policy, Mode>(node(*current), *current, builder_,
+                                   node_offset{block->offset()}, &scratch_);
+      }
+      current = node_offset{block->offset()};
+      builder_.reset(bytes);
+      return std::nullopt;
+    };
+    for (const merged_record& r : merged_) {
+      if (current && builder_.fits(r.key, r.value)) {
+        builder_.add(r.key, r.value);
         continue;
       }
-      if (builder_.count() > 0) spans.push_back({begin, i});
-      begin = i;
-      builder_.reset(node_bytes_);
-      if (builder_.fits(merged[i].first, merged[i].second)) {
-        builder_.add(merged[i].first, merged[i].second);
-      } else {  // a node of its own
-        spans.push_back({i, i + 1});
-        begin = i + 1;
-        builder_.reset(node_bytes_);
+      // A new node: of the usual size, or of the record's own if it fits no node of that.
+      std::size_t bytes = node_bytes_;
+      if (!packed_builder<Policy>(node_bytes_).fits(r.key, r.value)) {
+        bytes = packed_builder<Policy>::single_record_bytes(r.key, r.value);
       }
+      if (auto error = start(bytes)) return *error;
+      made.push_back({std::string(r.key), *current, bytes});
+      builder_.add(r.key, r.value);
     }
-    if (builder_.count() > 0) spans.push_back({begin, merged.size()});
-
-    std::vector<ref> made(spans.size());
-    node_offset successor = next;
-    for (std::size_t s = spans.size(); s-- > 0;) {
-      const auto [b, e] = spans[s];
-      const std::size_t bytes =
-          e - b == 1 ? std::max(node_bytes_, packed_builder<Policy>::single_record_bytes(
-                                                 merged[b].first, merged[b].second))
-                     : node_bytes_;
-      builder_.reset(bytes);
-      for (std::size_t i = b; i < e; ++i) builder_.add(merged[i].first, merged[i].second);
-      auto block = heap_.allocate(bytes);
-      if (!block) {
-        for (std::size_t t = s + 1; t < spans.size(); ++t) heap_.free(alloc::pptr<>(made[t].at.value));
-        return Status::NoSpace("packed run: " + block.error().to_string());
-      }
-      const node_offset at{block->offset()};
-      store_packed<Policy, Mode>(node(at), at, builder_, successor, &scratch_);
-      made[s] = {merged[b].first, at, bytes};
-      successor = at;
+    if (current) {
+      store_packed<Policy, Mode>(node(*current), *current, builder_, next, &scratch_);
     }
+    const node_offset successor = made.empty() ? next : made.front().at;
     // The new nodes are whole in the durable image before the swap names them (invariant (1)).
     settle();
     durable<Policy, Mode>::put(**pred, offset_word(successor, *pred_place));
@@ -340,9 +382,17 @@ class packed_run {
   word_place head_place_;
   std::size_t node_bytes_;
   std::vector<ref> index_;
+  std::vector<head> heads_;  // heads_[i] is index_[i].first's
   std::vector<node_offset> retired_;  // unlinked by a swap not yet known durable
   packed_builder<Policy> builder_{0};
   std::vector<unsigned char> scratch_;
+  // replace's: a record of the merge, and the old node's keys, whole.
+  struct merged_record {
+    std::string_view key, value;
+    std::size_t key_at = 0, key_size = 0;  // the key in keys_, if key_size > 0
+  };
+  std::string keys_;
+  std::vector<merged_record> merged_;
 };
 
 }  // namespace flintkv::internal
