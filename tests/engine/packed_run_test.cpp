@@ -8,7 +8,7 @@
 //    word is Corruption for the get that meets it and for recovery.
 //  - PackedRunTest.NoSpaceLeavesEachKeyOldOrNew: a batch larger than the pool ends in NoSpace
 //    with every key holding its value before or after the batch, and the run usable.
-//  - PackedRunCrashTest: the run as a map (crashtest::map_subject: one key per batch) under the
+//  - PackedRunCampaign: the run as a map (crashtest::map_subject: one key per batch) under the
 //    crash harness, in both durability modes and every persistent placement: every image
 //    recovers to a state the history allows, its blocks marked live without conflict.
 #include <gtest/gtest.h>
@@ -368,14 +368,14 @@ void run_crash_campaign(const std::string& name) {
   EXPECT_GT(r.points, 0u) << r.summary;
 }
 
-TEST(PackedRunCrashTest, ManualHashed) { run_crash_campaign<flit_test::test_hashed, manual>("manual hashed"); }
-TEST(PackedRunCrashTest, ManualAdjacent) { run_crash_campaign<flit::adjacent, manual>("manual adjacent"); }
-TEST(PackedRunCrashTest, ManualLinkAndPersist) {
+TEST(PackedRunCampaign, ManualHashed) { run_crash_campaign<flit_test::test_hashed, manual>("manual hashed"); }
+TEST(PackedRunCampaign, ManualAdjacent) { run_crash_campaign<flit::adjacent, manual>("manual adjacent"); }
+TEST(PackedRunCampaign, ManualLinkAndPersist) {
   run_crash_campaign<flit::link_and_persist, manual>("manual link_and_persist");
 }
-TEST(PackedRunCrashTest, AutomaticHashed) {
+TEST(PackedRunCampaign, AutomaticHashed) {
   run_crash_campaign<flit_test::test_hashed, automatic>("automatic hashed");
 }
-TEST(PackedRunCrashTest, AutomaticPlain) { run_crash_campaign<flit::plain, automatic>("automatic plain"); }
+TEST(PackedRunCampaign, AutomaticPlain) { run_crash_campaign<flit::plain, automatic>("automatic plain"); }
 
 }  // namespace

@@ -14,8 +14,8 @@
 //      that first named it, in ascending key order across nodes.
 //  (2) Each node holds, for the keys of its range, the values of the batches applied before
 //      its swap: a crash inside a batch leaves each key with its value before the batch or
-//      after it (a batch is atomic per node, not as a whole; the engine's per-key list
-//      keeps every key of a merge until the merge is durable, so the tier needs no more).
+//      after it (a batch is atomic per node, not as a whole; the engine's per-key list is
+//      to keep every key of a merge until the merge is durable, so the tier needs no more).
 //  (3) A block is freed only after the swap that unlinked it is durable, and every block
 //      the chain names is marked live at recovery: the allocator's contract (U1)-(U3).
 //
