@@ -14,9 +14,9 @@
 //             over B).
 //   get       a uniformly random key's value: the index's binary search, the node's header
 //             check, its fingerprints, the record's check and compare, the value copied out.
-//   seek      a uniformly random key's position, then it and the 10 records after it (the
-//             peers' seekrandom: Seek + 10 Next), each record checked and its key and value
-//             copied out.
+//   seek      a run cursor's seek to a uniformly random key, then it and the 10 records after
+//             it (the peers' seekrandom: Seek + 10 Next), each record checked and its key and
+//             value copied out.
 // Counters on every benchmark: bytes_per_key (the run's blocks over the keys).
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
@@ -41,7 +41,6 @@ namespace in = flintkv::internal;
 using policy = flit::policy<flit::default_placement, flit::detected>;
 using mode = flintkv::manual;
 using run_type = in::packed_run<policy, mode>;
-using view = in::packed_view<policy, mode>;
 
 constexpr std::size_t kNode = 4096;
 constexpr std::size_t kKeySize = 16, kValueSize = 64;
@@ -169,37 +168,15 @@ void BM_Seek(benchmark::State& state) {
   flintkv::tools::key_formatter formatter(kKeySize);
   flintkv::tools::random_source random(302);
   std::string key, value;
-  const auto open = [&](in::node_offset at) {
-    const auto v = view::open(reinterpret_cast<const in::packed_node<policy>*>(
-                                  s.pool->base() + at.value),
-                              at, kNode, true);
-    if (!v) throw std::runtime_error("a packed node is damaged");
-    return *v;
-  };
+  run_type::cursor cursor(*s.run, true);
   for (auto _ : state) {
-    const std::string_view probe = formatter.key(random.uniform(s.keys));
-    in::node_offset at = s.run->locate(probe)->first;
-    view v = open(at);
-    const auto position = v.lower_bound(probe, true);
-    if (!position) throw std::runtime_error("a record is damaged");
-    std::size_t i = *position;
-    for (int step = 0; step < 11; ++step) {
-      if (i == v.size()) {
-        const auto next = in::packed_next<policy, mode>(
-            reinterpret_cast<const in::packed_node<policy>*>(s.pool->base() + at.value), at);
-        if (!next) throw std::runtime_error("a successor word is damaged");
-        if (next->value == 0) break;
-        at = *next;
-        v = open(at);
-        i = 0;
-      }
-      const auto r = v.record(i++, true);
-      if (!r) throw std::runtime_error("a record is damaged");
-      key.assign(v.prefix());
-      key.append(r->suffix);
-      value.assign(r->value);
+    store::check(cursor.seek(formatter.key(random.uniform(s.keys))));
+    for (int step = 0; step < 11 && cursor.valid(); ++step) {
+      key.assign(cursor.key());
+      value.assign(cursor.value());
       benchmark::DoNotOptimize(key.data());
       benchmark::DoNotOptimize(value.data());
+      store::check(cursor.next());
     }
   }
   s.count(state);

@@ -1,7 +1,8 @@
 // Packed runs (packed_run.hpp): the planned packed tier's store, on its own, in a pool.
 //  - PackedRunTest.BatchesAnswerAsAMapDoes: random sorted batches of puts and erasures (small
 //    and large values, keys that split nodes and keys that empty them) against std::map,
-//    every key read after each batch and the whole run in order now and then; the run is
+//    every key read after each batch, cursors seeking and stepping as the map's iterators
+//    do, and the whole run in order now and then; the run is
 //    recovered from the pool part-way (a new allocator, its blocks marked live) and goes on.
 //  - PackedRunTest.ErasingEveryKeyGivesEveryBlockBack: nothing leaks, across a recovery.
 //  - PackedRunTest.DamageIsReportedNotRead: a flipped byte in a record, a header or the head
@@ -165,6 +166,24 @@ TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
         }
       }
       if (batch % 25 == 24) TestFixture::expect_same(f, m);
+      // Cursors: seeks to keys, between keys and past the ends, then steps, as the map has it.
+      typename fx::run_type::cursor cur(*f.run, true);
+      for (int seek = 0; seek < 20; ++seek) {
+        std::string probe = TestFixture::key_of(rng() % 5100);
+        if (seek % 3 == 0) probe += '!';
+        if (seek == 0) probe = "";
+        ASSERT_TRUE(cur.seek(probe).ok());
+        auto it = m.lower_bound(probe);
+        for (int step = 0; step < 30 && it != m.end(); ++step, ++it) {
+          ASSERT_TRUE(cur.valid()) << probe << " step " << step;
+          ASSERT_EQ(cur.key(), it->first);
+          ASSERT_EQ(cur.value(), it->second);
+          ASSERT_TRUE(cur.next().ok());
+        }
+        if (it == m.end()) {
+          EXPECT_FALSE(cur.valid());
+        }
+      }
       if (batch % 50 == 49) {
         ASSERT_TRUE(f.recover().ok());
         TestFixture::expect_same(f, m);
@@ -217,6 +236,9 @@ TYPED_TEST(PackedRunTest, DamageIsReportedNotRead) {
       ASSERT_EQ(found.kind, decltype(found.kind)::yes);
       const_cast<char*>(found.value.data())[5] ^= 0x20;
       EXPECT_TRUE(f.run->get(victim, &value).IsCorruption());
+      typename fx::run_type::cursor cur(*f.run, true);
+      EXPECT_TRUE(cur.seek(victim).IsCorruption());
+      EXPECT_FALSE(cur.valid());
     } else if (what == 1) {  // the node's header check
       node[sizeof(in::packed_node<typename TypeParam::policy>)] ^= std::byte{1};
       EXPECT_TRUE(f.run->get(victim, &value).IsCorruption());

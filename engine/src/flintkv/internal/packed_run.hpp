@@ -120,6 +120,78 @@ class packed_run {
     return Status::OK();
   }
 
+  // A position in the run's keys, in order: what a scan of the packed tier walks.
+  // Invalidated by apply (one thread at a time, above). Every record it reads is checked
+  // when `verify` is set; a damaged one stops it with Corruption.
+  class cursor {
+   public:
+    cursor(const packed_run& run, bool verify) : run_(&run), verify_(verify) {}
+
+    // At the first key at least `key` (!valid() if there is none).
+    Status seek(std::string_view key) {
+      if (run_->index_.empty()) return stop();
+      node_ = run_->node_for(key);
+      if (Status s = open(); !s.ok()) return s;
+      const auto position = view_->lower_bound(key, verify_);
+      if (!position) return fail();
+      i_ = *position;
+      return settle();
+    }
+    Status seek_to_first() {
+      if (run_->index_.empty()) return stop();
+      node_ = 0;
+      if (Status s = open(); !s.ok()) return s;
+      i_ = 0;
+      return settle();
+    }
+    // REQUIRES: valid().
+    Status next() {
+      ++i_;
+      return settle();
+    }
+    bool valid() const { return valid_; }
+    // REQUIRES: valid(). Until the next move.
+    std::string_view key() const { return key_; }
+    std::string_view value() const { return value_; }
+
+   private:
+    Status open() {
+      const ref& r = run_->index_[node_];
+      view_ = view::open(run_->node(r.at), r.at, r.bytes, verify_);
+      return view_ ? Status::OK() : fail();
+    }
+    // Reads record i_ of the node, or the first of the next node once past the last.
+    Status settle() {
+      while (i_ == view_->size()) {
+        if (++node_ == run_->index_.size()) return stop();
+        if (Status s = open(); !s.ok()) return s;
+        i_ = 0;
+      }
+      const auto r = view_->record(i_, verify_);
+      if (!r) return fail();
+      key_.assign(view_->prefix()).append(r->suffix);
+      value_ = r->value;
+      valid_ = true;
+      return Status::OK();
+    }
+    Status stop() {
+      valid_ = false;
+      return Status::OK();
+    }
+    Status fail() {
+      valid_ = false;
+      return damaged(run_->index_[node_].at);
+    }
+
+    const packed_run* run_;
+    bool verify_;
+    bool valid_ = false;
+    std::size_t node_ = 0, i_ = 0;
+    std::optional<view> view_;
+    std::string key_;
+    std::string_view value_;
+  };
+
   // Calls fn(key, value) for every key in order; Corruption if a record is damaged.
   template <class Fn>
   Status for_each(Fn&& fn) const {
