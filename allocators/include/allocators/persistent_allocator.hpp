@@ -102,7 +102,8 @@ class persistent_allocator {
     cache->add_in_use(-static_cast<std::int64_t>(detail::pmem_classes::sizes[c]));
   }
 
-  // The bytes the block can hold (its class size, or its whole chunks).
+  // The bytes the block can hold (its class size, or its whole chunks). REQUIRES:
+  // finish_recovery() has run (before it, every chunk reads as free and this returns 0).
   std::size_t usable_size(pptr<> block) const noexcept {
     return core_->usable_size(block.offset());
   }
