@@ -12,6 +12,10 @@
 //             packed tier's writing, on one core. Counters: keys/s (merged), node_bytes_per_key
 //             (the blocks of the nodes the batch's keys are in afterwards, which it wrote,
 //             over B).
+//   tiered/B  25 batches of B random keys, each packed into a small run of its own, then the
+//             small runs merged into the large run as one batch and emptied: keys/s (of the
+//             25 batches) and node_bytes_per_key (the small runs' nodes and the large run's
+//             nodes the merge wrote, over the keys).
 //   get       a uniformly random key's value: the index's binary search, the node's header
 //             check, its fingerprints, the record's check and compare, the value copied out.
 //   seek      a run cursor's seek to a uniformly random key, then it and the 10 records after
@@ -51,9 +55,14 @@ std::size_t num_keys() {
   return n != nullptr ? std::stoull(n) : 1000000;
 }
 
+constexpr std::size_t kSmallRuns = 25;
 struct bench_root {
   flit::persist<in::stored_offset, policy> head;
+  flit::persist<in::stored_offset, policy> small[kSmallRuns];  // the tiered benchmark's
 };
+in::word_place small_place(std::size_t i) {
+  return {in::kRootHolder + 64 * (i + 1), in::word_field::packed_next};
+}
 
 struct store {
   std::size_t keys = num_keys();
@@ -150,6 +159,91 @@ void BM_Merge(benchmark::State& state) {
   s.count(state);
 }
 BENCHMARK(BM_Merge)->Name("merge")->Arg(4096)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// 25 batches of B random keys, each written as a small run of its own, then the 25 runs
+// merged into the large run as one batch (the newest value of a key written twice) and
+// emptied: the other way to large batches (engine-design.md, "The packed tier").
+void BM_Tiered(benchmark::State& state) {
+  store& s = the_store();
+  const auto batch = static_cast<std::size_t>(state.range(0));
+  flintkv::tools::key_formatter formatter(kKeySize);
+  flintkv::tools::random_source random(303);
+  auto* root = s.pool->root_as<bench_root>();
+  std::vector<std::unique_ptr<run_type>> small;
+  for (std::size_t i = 0; i < kSmallRuns; ++i) {
+    run_type::make_empty(&root->small[i], small_place(i));
+    small.push_back(std::make_unique<run_type>(*s.pool, *s.heap, &root->small[i],
+                                               small_place(i), kNode));
+    store::check(small.back()->recover(false));
+  }
+  std::map<std::string, std::string_view> picked;
+  std::vector<run_type::change> changes;
+  std::string keys;  // the merged batch's keys, back to back
+  std::vector<std::pair<std::size_t, std::size_t>> key_spans;
+  double written = 0;
+  for (auto _ : state) {
+    for (std::size_t r = 0; r < kSmallRuns; ++r) {
+      state.PauseTiming();
+      picked.clear();
+      while (picked.size() < batch) {
+        picked.emplace(formatter.key(random.uniform(s.keys)), s.values.next(s.value_position));
+      }
+      changes.clear();
+      for (const auto& [k, v] : picked) changes.push_back({k, v, false});
+      state.ResumeTiming();
+      store::check(small[r]->apply(changes));
+      written += static_cast<double>(small[r]->nodes() * kNode);
+    }
+    // The merge of the small runs: their cursors side by side, the smallest key next, the
+    // newest run's value where runs share a key.
+    std::vector<run_type::cursor> cursors;
+    for (auto& run : small) {
+      cursors.emplace_back(*run, true);
+      store::check(cursors.back().seek_to_first());
+    }
+    changes.clear();
+    keys.clear();
+    key_spans.clear();
+    while (true) {
+      std::size_t newest = kSmallRuns;
+      for (std::size_t r = kSmallRuns; r-- > 0;) {
+        if (!cursors[r].valid()) continue;
+        if (newest == kSmallRuns || cursors[r].key() < cursors[newest].key()) newest = r;
+      }
+      if (newest == kSmallRuns) break;
+      const std::string k(cursors[newest].key());
+      key_spans.push_back({keys.size(), k.size()});
+      keys += k;
+      changes.push_back({{}, cursors[newest].value(), false});
+      for (auto& c : cursors) {
+        if (c.valid() && c.key() == k) store::check(c.next());
+      }
+    }
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+      changes[i].key = std::string_view(keys).substr(key_spans[i].first, key_spans[i].second);
+    }
+    store::check(s.run->apply(changes));
+    state.PauseTiming();
+    std::size_t touched = 0;
+    std::optional<in::node_offset> last;
+    for (const auto& c : changes) {
+      const auto at = s.run->locate(c.key);
+      if (at && (!last || at->first != *last)) {
+        ++touched;
+        last = at->first;
+      }
+    }
+    written += static_cast<double>(touched * kNode);
+    state.ResumeTiming();
+    for (auto& run : small) run->clear();
+  }
+  const double keys_in = static_cast<double>(kSmallRuns * batch) *
+                         static_cast<double>(state.iterations());
+  state.counters["keys/s"] = benchmark::Counter(keys_in, benchmark::Counter::kIsRate);
+  state.counters["node_bytes_per_key"] = written / keys_in;
+  s.count(state);
+}
+BENCHMARK(BM_Tiered)->Name("tiered")->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Get(benchmark::State& state) {
   store& s = the_store();

@@ -4,7 +4,8 @@
 //    every key read after each batch, cursors seeking and stepping as the map's iterators
 //    do, and the whole run in order now and then; the run is
 //    recovered from the pool part-way (a new allocator, its blocks marked live) and goes on.
-//  - PackedRunTest.ErasingEveryKeyGivesEveryBlockBack: nothing leaks, across a recovery.
+//  - PackedRunTest.ErasingEveryKeyGivesEveryBlockBack: nothing leaks, across a recovery;
+//    clear() gives every block back at once.
 //  - PackedRunTest.DamageIsReportedNotRead: a flipped byte in a record, a header or the head
 //    word is Corruption for the get that meets it and for recovery.
 //  - PackedRunTest.NoSpaceLeavesEachKeyOldOrNew: a batch larger than the pool ends in NoSpace
@@ -210,6 +211,18 @@ TYPED_TEST(PackedRunTest, ErasingEveryKeyGivesEveryBlockBack) {
   EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
   ASSERT_TRUE(f.recover().ok());
   EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
+  // clear() does the same at once, and the run takes batches again after it.
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
+  EXPECT_GT(f.heap->stats().in_use_bytes, 20000u * 64);
+  f.run->clear();
+  EXPECT_EQ(f.run->nodes(), 0u);
+  EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
+  ASSERT_TRUE(f.recover().ok());
+  EXPECT_EQ(f.run->nodes(), 0u);
+  EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
+  std::string v;
+  EXPECT_TRUE(f.run->get(TestFixture::key_of(7), &v).ok());
 }
 
 TYPED_TEST(PackedRunTest, DamageIsReportedNotRead) {

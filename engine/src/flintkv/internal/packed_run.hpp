@@ -86,6 +86,18 @@ class packed_run {
     return s;
   }
 
+  // Empties the run: one store of a null head, made durable, then every node freed. What a
+  // small run merged whole into a larger one does. A crash leaves the run whole or empty.
+  void clear() {
+    durable<Policy, Mode>::put(*head_, offset_word(node_offset{0}, head_place_));
+    durable<Policy, Mode>::flush(*head_);
+    for (const ref& r : index_) retired_.push_back(r.at);
+    settle();
+    durable<Policy, Mode>::complete();
+    index_.clear();
+    index_changed();
+  }
+
   std::size_t nodes() const { return index_.size(); }
   // The blocks' bytes, for space accounting.
   std::size_t block_bytes() const {
