@@ -204,19 +204,14 @@ class packed_run {
     std::string_view value_;
   };
 
-  // Calls fn(key, value) for every key in order; Corruption if a record is damaged.
+  // Calls fn(key, value) for every key in order (a cursor's walk); Corruption if a record is
+  // damaged.
   template <class Fn>
   Status for_each(Fn&& fn) const {
-    std::string key;
-    for (const ref& r : index_) {
-      const auto v = view::open(node(r.at), r.at, r.bytes, true);
-      if (!v) return damaged(r.at);
-      for (std::size_t i = 0; i < v->size(); ++i) {
-        const auto rec = v->record(i, true);
-        if (!rec) return damaged(r.at);
-        key.assign(v->prefix()).append(rec->suffix);
-        fn(std::string_view(key), rec->value);
-      }
+    cursor c(*this, true);
+    for (Status s = c.seek_to_first(); c.valid() || !s.ok(); s = c.next()) {
+      if (!s.ok()) return s;
+      fn(c.key(), c.value());
     }
     return Status::OK();
   }
@@ -436,10 +431,8 @@ class packed_run {
         continue;
       }
       // A new node: of the usual size, or of the record's own if it fits no node of that.
-      std::size_t bytes = node_bytes_;
-      if (!packed_builder<Policy>(node_bytes_).fits(r.key, r.value)) {
-        bytes = packed_builder<Policy>::single_record_bytes(r.key, r.value);
-      }
+      const std::size_t bytes =
+          std::max(node_bytes_, packed_builder<Policy>::single_record_bytes(r.key, r.value));
       if (auto error = start(bytes)) return *error;
       made.push_back({std::string(r.key), *current, bytes});
       builder_.add(r.key, r.value);
