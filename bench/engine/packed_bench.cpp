@@ -119,36 +119,49 @@ store& the_store() {
   return s;
 }
 
+// A batch of `n` distinct uniformly random keys with new values, sorted, into *changes
+// (whose keys are views into *picked).
+void pick_batch(store& s, std::size_t n, flintkv::tools::random_source& random,
+                std::map<std::string, std::string_view>* picked,
+                std::vector<run_type::change>* changes) {
+  flintkv::tools::key_formatter formatter(kKeySize);
+  picked->clear();
+  while (picked->size() < n) {
+    picked->emplace(formatter.key(random.uniform(s.keys)), s.values.next(s.value_position));
+  }
+  changes->clear();
+  for (const auto& [k, v] : *picked) changes->push_back({k, v, false});
+}
+
+// The bytes of the large run's nodes a merge of `changes` wrote: the nodes its keys are in
+// now (each written once).
+double written_by(const store& s, const std::vector<run_type::change>& changes) {
+  std::size_t touched = 0;
+  std::optional<in::node_offset> last;
+  for (const auto& c : changes) {
+    const auto at = s.run->locate(c.key);
+    if (at && (!last || at->first != *last)) {
+      ++touched;
+      last = at->first;
+    }
+  }
+  return static_cast<double>(touched * kNode);
+}
+
 void BM_Merge(benchmark::State& state) {
   store& s = the_store();
   const auto batch = static_cast<std::size_t>(state.range(0));
-  flintkv::tools::key_formatter formatter(kKeySize);
   flintkv::tools::random_source random(300);
   std::map<std::string, std::string_view> picked;
   std::vector<run_type::change> changes;
   double written = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    picked.clear();
-    while (picked.size() < batch) {
-      picked.emplace(formatter.key(random.uniform(s.keys)), s.values.next(s.value_position));
-    }
-    changes.clear();
-    for (const auto& [k, v] : picked) changes.push_back({k, v, false});
+    pick_batch(s, batch, random, &picked, &changes);
     state.ResumeTiming();
     store::check(s.run->apply(changes));
     state.PauseTiming();
-    // The nodes this batch wrote: those its keys are in now (each written once).
-    std::size_t touched = 0;
-    std::optional<in::node_offset> last;
-    for (const auto& c : changes) {
-      const auto at = s.run->locate(c.key);
-      if (at && (!last || at->first != *last)) {
-        ++touched;
-        last = at->first;
-      }
-    }
-    written += static_cast<double>(touched * kNode);
+    written += written_by(s, changes);
     state.ResumeTiming();
   }
   state.counters["keys/s"] = benchmark::Counter(
@@ -166,7 +179,6 @@ BENCHMARK(BM_Merge)->Name("merge")->Arg(4096)->Arg(32768)->Unit(benchmark::kMill
 void BM_Tiered(benchmark::State& state) {
   store& s = the_store();
   const auto batch = static_cast<std::size_t>(state.range(0));
-  flintkv::tools::key_formatter formatter(kKeySize);
   flintkv::tools::random_source random(303);
   auto* root = s.pool->root_as<bench_root>();
   std::vector<std::unique_ptr<run_type>> small;
@@ -184,12 +196,7 @@ void BM_Tiered(benchmark::State& state) {
   for (auto _ : state) {
     for (std::size_t r = 0; r < kSmallRuns; ++r) {
       state.PauseTiming();
-      picked.clear();
-      while (picked.size() < batch) {
-        picked.emplace(formatter.key(random.uniform(s.keys)), s.values.next(s.value_position));
-      }
-      changes.clear();
-      for (const auto& [k, v] : picked) changes.push_back({k, v, false});
+      pick_batch(s, batch, random, &picked, &changes);
       state.ResumeTiming();
       store::check(small[r]->apply(changes));
       written += static_cast<double>(small[r]->nodes() * kNode);
@@ -224,16 +231,7 @@ void BM_Tiered(benchmark::State& state) {
     }
     store::check(s.run->apply(changes));
     state.PauseTiming();
-    std::size_t touched = 0;
-    std::optional<in::node_offset> last;
-    for (const auto& c : changes) {
-      const auto at = s.run->locate(c.key);
-      if (at && (!last || at->first != *last)) {
-        ++touched;
-        last = at->first;
-      }
-    }
-    written += static_cast<double>(touched * kNode);
+    written += written_by(s, changes);
     state.ResumeTiming();
     for (auto& run : small) run->clear();
   }
