@@ -10,12 +10,20 @@
 //    word is Corruption for the get that meets it and for recovery.
 //  - PackedRunTest.NoSpaceLeavesEachKeyOldOrNew: a batch larger than the pool ends in NoSpace
 //    with every key holding its value before or after the batch, and the run usable.
+//  - PackedRunTest.CursorCarriesOnAcrossBatches: a cursor moved between batches that change
+//    keys behind it, at it and ahead of it (two batches per move, so freed blocks are taken
+//    again) steps to the first key above its own that the run holds now, alone and with an
+//    epoch domain.
+//  - PackedRunReaders.GetsAndScansBesideBatches: two reader threads get and scan, pinned per
+//    call, while a writer applies batches: every read is OK and of a value its key had.
+//    Freeing unlinked nodes without the epoch domain fails it (read values of other keys).
 //  - PackedRunCampaign: the run as a map (crashtest::map_subject: one key per batch) under the
 //    crash harness, in both durability modes and every persistent placement: every image
 //    recovers to a state the history allows, its blocks marked live without conflict.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,6 +31,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crashtest/gtest.hpp"
@@ -52,7 +61,10 @@ constexpr in::word_place kHeadPlace{in::kRootHolder, in::word_field::packed_next
 template <class Policy, class Mode>
 struct fixture {
   using run_type = in::packed_run<Policy, Mode>;
-  explicit fixture(std::size_t bytes, std::size_t node_bytes) : bytes(bytes), node_bytes(node_bytes) {
+  // With `shared`, the run has an epoch domain (readers beside its batches).
+  explicit fixture(std::size_t bytes, std::size_t node_bytes, bool shared = false)
+      : bytes(bytes), node_bytes(node_bytes) {
+    if (shared) epochs = std::make_unique<alloc::epoch_domain>();
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("mmap");
     region = static_cast<std::byte*>(p);
@@ -63,21 +75,33 @@ struct fixture {
     EXPECT_TRUE(heap->finish_recovery());
     run_type::make_empty(&root()->head, kHeadPlace);
     in::durable<Policy, Mode>::fence();
-    run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes);
+    run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
+                                     epochs.get());
     EXPECT_TRUE(run->recover(false).ok());
   }
   ~fixture() {
     run.reset();
+    drain();
+    epochs.reset();
     heap.reset();
     pool.reset();
     munmap(region, bytes);
   }
   run_root<Policy>* root() { return pool->template root_as<run_root<Policy>>(); }
+  // Reclaims whatever the domain holds (no thread pinned), before its heap goes.
+  void drain() {
+    for (int i = 0; epochs && epochs->pending() != 0 && i < 8; ++i) epochs->collect();
+    if (epochs) {
+      EXPECT_EQ(epochs->pending(), 0u);
+    }
+  }
   // What a restart does: a new allocator, the run's blocks marked live.
   Status recover() {
     run.reset();
+    drain();
     heap = std::make_unique<alloc::persistent_allocator<Policy>>(*pool);
-    run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes);
+    run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
+                                     epochs.get());
     Status s = run->recover(true);
     if (s.ok()) {
       EXPECT_TRUE(heap->finish_recovery());
@@ -89,6 +113,7 @@ struct fixture {
   std::byte* region = nullptr;
   std::optional<alloc::pool> pool;
   std::unique_ptr<alloc::persistent_allocator<Policy>> heap;
+  std::unique_ptr<alloc::epoch_domain> epochs;  // declared after the heap: destroyed first
   std::unique_ptr<run_type> run;
 };
 
@@ -100,17 +125,18 @@ struct config {
 using hw_hashed = flit::policy<flit::hashed<(1u << 20)>, flit::detected>;
 using hw_adjacent = flit::policy<flit::adjacent, flit::detected>;
 
+std::string key_of(std::uint64_t k) {
+  char b[32];
+  std::snprintf(b, sizeof b, "key%08llu", static_cast<unsigned long long>(k));
+  return b;
+}
+
 template <class Config>
 class PackedRunTest : public ::testing::Test {
  protected:
   using fx = fixture<typename Config::policy, typename Config::mode>;
   using change = typename fx::run_type::change;
 
-  static std::string key_of(std::uint64_t k) {
-    char b[32];
-    std::snprintf(b, sizeof b, "key%08llu", static_cast<unsigned long long>(k));
-    return b;
-  }
   // Every key the map has reads back, and the whole run in order is the map.
   static void expect_same(const fx& f, const std::map<std::string, std::string>& m) {
     std::map<std::string, std::string> all;
@@ -141,7 +167,7 @@ TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
       std::map<std::string, std::optional<std::string>> b;
       const std::size_t n = 1 + rng() % (batch % 10 == 0 ? 2000 : 60);
       for (std::size_t i = 0; i < n; ++i) {
-        const std::string k = TestFixture::key_of(rng() % 5000);
+        const std::string k = key_of(rng() % 5000);
         if (rng() % 3 == 0) {
           b[k] = std::nullopt;
         } else {
@@ -170,7 +196,7 @@ TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
       // Cursors: seeks to keys, between keys and past the ends, then steps, as the map has it.
       typename fx::run_type::cursor cur(*f.run, true);
       for (int seek = 0; seek < 20; ++seek) {
-        std::string probe = TestFixture::key_of(rng() % 5100);
+        std::string probe = key_of(rng() % 5100);
         if (seek % 3 == 0) probe += '!';
         if (seek == 0) probe = "";
         ASSERT_TRUE(cur.seek(probe).ok());
@@ -199,8 +225,8 @@ TYPED_TEST(PackedRunTest, ErasingEveryKeyGivesEveryBlockBack) {
   fx f(64 << 20, 4096);
   std::map<std::string, std::optional<std::string>> puts, erases;
   for (std::uint64_t k = 0; k < 20000; ++k) {
-    puts[TestFixture::key_of(k)] = std::string(64, 'v');
-    erases[TestFixture::key_of(k)] = std::nullopt;
+    puts[key_of(k)] = std::string(64, 'v');
+    erases[key_of(k)] = std::nullopt;
   }
   ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
   EXPECT_GT(f.heap->stats().in_use_bytes, 20000u * 64);
@@ -222,20 +248,20 @@ TYPED_TEST(PackedRunTest, ErasingEveryKeyGivesEveryBlockBack) {
   EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
   ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
   std::string v;
-  EXPECT_TRUE(f.run->get(TestFixture::key_of(7), &v).ok());
+  EXPECT_TRUE(f.run->get(key_of(7), &v).ok());
 }
 
 TYPED_TEST(PackedRunTest, DamageIsReportedNotRead) {
   using fx = typename TestFixture::fx;
   std::map<std::string, std::optional<std::string>> puts;
-  for (std::uint64_t k = 0; k < 500; ++k) puts[TestFixture::key_of(k)] = std::string(40, 'v');
+  for (std::uint64_t k = 0; k < 500; ++k) puts[key_of(k)] = std::string(40, 'v');
   // Each case damages a fresh run: (where, what a get of which key then says).
   for (int what = 0; what < 3; ++what) {
     SCOPED_TRACE("case " + std::to_string(what));
     fx f(16 << 20, 1024);
     ASSERT_TRUE(f.run->apply(TestFixture::changes_of(puts)).ok());
     std::string value;
-    const std::string victim = TestFixture::key_of(250);
+    const std::string victim = key_of(250);
     ASSERT_TRUE(f.run->get(victim, &value).ok());
     const auto where = f.run->locate(victim);
     ASSERT_TRUE(where.has_value());
@@ -268,8 +294,8 @@ TYPED_TEST(PackedRunTest, NoSpaceLeavesEachKeyOldOrNew) {
   fx f(8 << 20, 4096);
   std::map<std::string, std::optional<std::string>> first, second;
   for (std::uint64_t k = 0; k < 30000; ++k) {
-    first[TestFixture::key_of(k)] = std::string(20, 'a');
-    second[TestFixture::key_of(k)] = std::string(300, 'b');
+    first[key_of(k)] = std::string(20, 'a');
+    second[key_of(k)] = std::string(300, 'b');
   }
   ASSERT_TRUE(f.run->apply(TestFixture::changes_of(first)).ok());
   const Status s = f.run->apply(TestFixture::changes_of(second));
@@ -293,13 +319,211 @@ TYPED_TEST(PackedRunTest, NoSpaceLeavesEachKeyOldOrNew) {
   check();
   // Still usable: erasing half the keys makes room.
   std::map<std::string, std::optional<std::string>> erase;
-  for (std::uint64_t k = 0; k < 30000; k += 2) erase[TestFixture::key_of(k)] = std::nullopt;
+  for (std::uint64_t k = 0; k < 30000; k += 2) erase[key_of(k)] = std::nullopt;
   ASSERT_TRUE(f.run->apply(TestFixture::changes_of(erase)).ok());
   std::string v;
-  EXPECT_TRUE(f.run->get(TestFixture::key_of(1), &v).ok());
-  EXPECT_TRUE(f.run->get(TestFixture::key_of(2), &v).IsNotFound());
+  EXPECT_TRUE(f.run->get(key_of(1), &v).ok());
+  EXPECT_TRUE(f.run->get(key_of(2), &v).IsNotFound());
 }
 
+TYPED_TEST(PackedRunTest, CursorCarriesOnAcrossBatches) {
+  using fx = typename TestFixture::fx;
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "with an epoch domain" : "alone");
+    fx f(64 << 20, 256, shared);
+    std::map<std::string, std::string> m;
+    std::map<std::string, std::optional<std::string>> first;
+    for (std::uint64_t k = 0; k < 3000; k += 2) {
+      first[key_of(k)] = "v0-" + key_of(k);
+      m[key_of(k)] = "v0-" + key_of(k);
+    }
+    ASSERT_TRUE(f.run->apply(TestFixture::changes_of(first)).ok());
+    std::mt19937_64 rng(shared ? 7 : 8);
+    typename fx::run_type::cursor cur(*f.run, true);
+    ASSERT_TRUE(cur.seek("").ok());
+    std::size_t steps = 0;
+    for (int round = 1; cur.valid(); ++round) {
+      // Two batches between moves, so that the blocks the first freed are taken by the
+      // second: changes behind the cursor, at its key and ahead of it.
+      const std::uint64_t at = std::stoull(std::string(cur.key().substr(3)));
+      for (int batch = 0; batch < 2; ++batch) {
+        std::map<std::string, std::optional<std::string>> b;
+        for (int i = 0; i < 40; ++i) {
+          const std::uint64_t k = at + rng() % 200 - std::min<std::uint64_t>(at, 60);
+          if (k >= 3000) continue;  // the keys end, so that the cursor reaches the end
+          const std::string key = key_of(k);
+          if (rng() % 3 == 0) {
+            b[key] = std::nullopt;
+          } else {
+            b[key] = "v" + std::to_string(round) + "-" + std::string(rng() % 60, 'x');
+          }
+        }
+        if (rng() % 2 == 0) b[std::string(cur.key())] = std::nullopt;
+        ASSERT_TRUE(f.run->apply(TestFixture::changes_of(b)).ok());
+        for (const auto& [k, v] : b) {
+          if (v) {
+            m[k] = *v;
+          } else {
+            m.erase(k);
+          }
+        }
+      }
+      // The next key is the first above the cursor's that the run holds now.
+      auto it = m.upper_bound(std::string(cur.key()));
+      for (int i = 0; i < 1 + round % 4; ++i, ++it) {
+        ASSERT_TRUE(cur.next().ok());
+        ++steps;
+        if (it == m.end()) {
+          ASSERT_FALSE(cur.valid());
+          break;
+        }
+        ASSERT_TRUE(cur.valid());
+        ASSERT_EQ(cur.key(), it->first);
+        ASSERT_EQ(cur.value(), it->second);
+      }
+    }
+    EXPECT_GT(steps, 500u);
+    TestFixture::expect_same(f, m);
+  }
+}
+
+// Readers beside a writer, on real threads: two readers get keys and scan the run, pinned
+// in the run's epoch domain for each call (a scan unpins between moves), while one writer
+// applies batches that rewrite and erase keys. The even keys are never erased. Each value
+// names its key and the batch that wrote it. Every call is OK (a node freed under a reader
+// would read as damage or as another key's); a get finds every even key, with a value of
+// its own key, from a batch begun, and never older than one this reader saw for that key;
+// a scan sees keys ascending, every even key exactly once, each value its key's.
+TEST(PackedRunReaders, GetsAndScansBesideBatches) {
+  using policy = hw_hashed;
+  using fx = fixture<policy, manual>;
+  using run_type = fx::run_type;
+  constexpr std::uint64_t kKeys = 4000;
+  constexpr int kMinBatches = 200;
+  constexpr int kMinScans = 6;  // per reader, finished while the writer was writing
+  fx f(64 << 20, 256, true);
+  const auto value_of = [&](std::uint64_t k, int batch) {
+    return key_of(k) + "@" + std::to_string(batch) + std::string(batch % 50, 'p');
+  };
+  std::vector<run_type::change> changes;
+  std::vector<std::string> values;
+  {
+    values.reserve(kKeys);
+    for (std::uint64_t k = 0; k < kKeys; ++k) values.push_back(value_of(k, 0));
+    std::vector<std::string> keys;
+    for (std::uint64_t k = 0; k < kKeys; ++k) keys.push_back(key_of(k));
+    for (std::uint64_t k = 0; k < kKeys; ++k) changes.push_back({keys[k], values[k]});
+    ASSERT_TRUE(f.run->apply(changes).ok());
+  }
+  std::atomic<int> begun{0};
+  std::atomic<bool> done{false};
+  std::atomic<int> scans{0};
+  constexpr int kReaders = 2;
+
+  const auto reader = [&](int id, std::string* error) {
+    std::mt19937_64 rng(100 + id);
+    std::vector<int> seen(kKeys, 0);
+    std::string value;
+    // What a value says: its key's number and its batch, or nullopt if it is not of `key`.
+    const auto check = [&](std::string_view key, std::string_view v) -> std::optional<int> {
+      const auto at = v.find('@');
+      if (at == std::string_view::npos || v.substr(0, at) != key) return std::nullopt;
+      const int batch = std::atoi(std::string(v.substr(at + 1)).c_str());
+      if (batch > begun.load() || v.size() != at + 1 + std::to_string(batch).size() + batch % 50) {
+        return std::nullopt;
+      }
+      return batch;
+    };
+    int finished_scans = 0;
+    while (!done.load()) {
+      for (int i = 0; i < 200; ++i) {
+        const std::uint64_t k = rng() % kKeys;
+        const std::string key = key_of(k);
+        auto g = f.epochs->pin();
+        const Status s = f.run->get(key, &value);
+        if (s.IsNotFound() && k % 2 == 1) continue;
+        if (!s.ok()) return void(*error = key + ": " + s.ToString());
+        const auto batch = check(key, value);
+        if (!batch) return void(*error = key + " read " + value);
+        if (*batch < seen[k]) {
+          return void(*error = key + " went back from batch " + std::to_string(seen[k]) + " to " +
+                               std::to_string(*batch));
+        }
+        seen[k] = *batch;
+      }
+      run_type::cursor cur(*f.run, true);
+      std::string last;
+      std::uint64_t next_even = 0;
+      // Checks the cursor's key and value; in the pin of the move that reached them.
+      const auto visit = [&]() -> std::string {
+        const std::string key(cur.key());
+        if (!last.empty() && key <= last) return "scan: " + key + " after " + last;
+        if (!check(key, cur.value())) return "scan: " + key + " read " + std::string(cur.value());
+        const std::uint64_t k = std::stoull(key.substr(3));
+        if (k % 2 == 0) {
+          if (k != next_even) return "scan: " + key + " where " + key_of(next_even) + " was due";
+          next_even += 2;
+        }
+        last = key;
+        return "";
+      };
+      Status s;
+      for (bool first = true; first || (s.ok() && cur.valid()); first = false) {
+        auto g = f.epochs->pin();
+        s = first ? cur.seek_to_first() : cur.next();
+        if (s.ok() && cur.valid()) {
+          if (std::string e = visit(); !e.empty()) return void(*error = e);
+        }
+      }
+      if (!s.ok()) return void(*error = "scan: " + s.ToString());
+      if (next_even != kKeys) return void(*error = "scan ended before the even key " + key_of(next_even));
+      // Counted toward the writer's end only if it finished while the writer was writing.
+      if (!done.load() && ++finished_scans == kMinScans) scans.fetch_add(1);
+    }
+  };
+
+  std::vector<std::string> errors(kReaders);
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int id = 0; id < kReaders; ++id) {
+    threads.emplace_back([&, id] {
+      reader(id, &errors[id]);
+      if (!errors[id].empty()) failed.fetch_add(1);
+    });
+  }
+  // The writer goes on until each reader has finished its scans beside it.
+  std::mt19937_64 rng(1);
+  std::string writer_error;
+  int batch = 1;
+  for (; batch <= kMinBatches || scans.load() + failed.load() < kReaders; ++batch) {
+    std::map<std::uint64_t, std::optional<std::string>> b;
+    for (int i = 0; i < 100; ++i) {
+      const std::uint64_t k = rng() % kKeys;
+      if (k % 2 == 1 && rng() % 3 == 0) {
+        b[k] = std::nullopt;
+      } else {
+        b[k] = value_of(k, batch);
+      }
+    }
+    std::vector<std::string> keys;
+    keys.reserve(b.size());
+    changes.clear();
+    for (const auto& [k, v] : b) {
+      keys.push_back(key_of(k));  // zero-padded: the numbers' order is the keys'
+      changes.push_back({keys.back(), v ? std::string_view(*v) : std::string_view(), !v});
+    }
+    begun.store(batch);
+    if (const Status s = f.run->apply(changes); !s.ok()) {
+      writer_error = s.ToString();
+      break;
+    }
+  }
+  done.store(true);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(writer_error, "");
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  EXPECT_GT(batch, kMinBatches);
+}
 // ---- under the crash harness ----------------------------------------------------------------
 
 // The run as a crashtest::map_subject: insert-if-absent and remove are batches of one key,

@@ -23,12 +23,20 @@
 // the get that meets it), never read as data; no space is NoSpace, after which the run is
 // what the swaps before it made of it, and still usable.
 //
-// Thread safety: one thread at a time (apply, get and for_each alike). Sharing it with
-// readers needs the engine's epochs; the packed tier is not yet part of the engine.
+// Thread safety: one writer (recover, apply, clear) at a time. Without an epoch domain, no
+// reader beside it: one thread at a time. With one (the constructor's `epochs`), readers
+// (get, locate, cursors, for_each, nodes, block_bytes) run on any threads beside the writer,
+// each pinned in that domain from the call until it is done with what the call returned; the
+// writer is not pinned. Readers see the run as the last batch finished (or the one before):
+// the index is an immutable object, replaced whole at a batch's end and retired to the
+// domain, and a node unlinked by a batch is retired to the domain once the index that named
+// it is replaced, so a reader's node is never freed under it. A cursor unpinned between moves
+// carries on by its key across batches (cursor, below).
 // Persistence: apply's changes are durable when it returns.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -38,6 +46,7 @@
 #include <string_view>
 #include <vector>
 
+#include "allocators/epoch.hpp"
 #include "allocators/persistent_allocator.hpp"
 #include "allocators/pool.hpp"
 #include "flintkv/internal/btree_node.hpp"
@@ -53,11 +62,58 @@ class packed_run {
   using heap = alloc::persistent_allocator<Policy>;
   using view = packed_view<Policy, Mode>;
 
+  // A node of the index: its first key and its block.
+  struct ref {
+    std::string first;  // the node's first key
+    node_offset at;
+    std::size_t bytes;  // its block's
+  };
+
   // A change of a batch: a value for the key, or its erasure.
   struct change {
     std::string_view key;
     std::string_view value;
     bool erase = false;
+  };
+
+  // The DRAM index: each node's ref, in key order, and each node's first key as the search
+  // compares it first, its first 16 bytes and its size (btree_node.hpp's prefix), kept apart
+  // so that the search's steps read 24 bytes each, not a ref and its key's bytes. Immutable
+  // once published; `generation` counts the indexes the run has published.
+  struct index_type {
+    struct head {
+      btree_layout::prefix pre;
+      std::uint32_t size;
+    };
+    std::vector<ref> refs;
+    std::vector<head> heads;
+    std::uint64_t generation = 0;
+
+    index_type() = default;
+    index_type(std::vector<ref> r, std::uint64_t g) : refs(std::move(r)), generation(g) {
+      heads.resize(refs.size());
+      for (std::size_t i = 0; i < refs.size(); ++i) {
+        heads[i] = {btree_layout::prefix_of(refs[i].first),
+                    static_cast<std::uint32_t>(refs[i].first.size())};
+      }
+    }
+    // The index of the node whose range holds `key`: the last whose first key is at most
+    // `key`, or the first. REQUIRES: !refs.empty().
+    std::size_t node_for(std::string_view key) const {
+      const btree_layout::probe p = btree_layout::probe_of(key);
+      std::size_t lo = 0, hi = heads.size();  // the first node whose first key is above `key`
+      while (lo < hi) {
+        const std::size_t mid = lo + (hi - lo) / 2;
+        int c = btree_layout::compare_prefixed(p.pre, p.size, heads[mid].pre, heads[mid].size);
+        if (c == btree_layout::kTie) c = btree_layout::compare_rest(p.key, refs[mid].first);
+        if (c < 0) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      return lo == 0 ? 0 : lo - 1;
+    }
   };
 
   // Writes an empty run's head (null), written back; the caller fences.
@@ -70,9 +126,20 @@ class packed_run {
   // large for one take a block of their own). Call recover() before anything else. The node
   // size is part of the run's format: recovery marks each block live as that size (or the
   // node's own, if larger), so a run is always opened with the size it was written with.
+  // With `epochs`, readers may run beside the writer (thread safety, above); the domain must
+  // outlive the run and the heap must outlive the domain's reclamation.
   packed_run(const alloc::pool& pool, heap& h, head_word* head, word_place head_place,
-             std::size_t node_bytes)
-      : pool_(pool), heap_(h), head_(head), head_place_(head_place), node_bytes_(node_bytes) {}
+             std::size_t node_bytes, alloc::epoch_domain* epochs = nullptr)
+      : pool_(pool),
+        heap_(h),
+        head_(head),
+        head_place_(head_place),
+        node_bytes_(node_bytes),
+        epochs_(epochs),
+        index_(new index_type{}) {}
+  packed_run(const packed_run&) = delete;
+  packed_run& operator=(const packed_run&) = delete;
+  ~packed_run() { delete index_.load(std::memory_order_relaxed); }
 
   // Walks the chain: checks every node (its successor word, its header and every record),
   // that the keys ascend across nodes and that each block lies in the heap; rebuilds the
@@ -80,9 +147,10 @@ class packed_run {
   // calls finish_recovery after). Corruption names the node's offset, and leaves the run
   // empty: a damaged run is repaired or set aside, not used.
   Status recover(bool mark_live) {
-    Status s = walk(mark_live);
-    if (!s.ok()) index_.clear();
-    index_changed();
+    std::vector<ref> refs;
+    Status s = walk(mark_live, &refs);
+    if (!s.ok()) refs.clear();
+    publish(std::move(refs));
     return s;
   }
 
@@ -91,33 +159,34 @@ class packed_run {
   void clear() {
     durable<Policy, Mode>::put(*head_, offset_word(node_offset{0}, head_place_));
     durable<Policy, Mode>::flush(*head_);
-    for (const ref& r : index_) retired_.push_back(r.at);
+    for (const ref& r : current().refs) retired_.push_back(r.at);
     settle();
     durable<Policy, Mode>::complete();
-    index_.clear();
-    index_changed();
+    publish({});
   }
 
-  std::size_t nodes() const { return index_.size(); }
+  std::size_t nodes() const { return current().refs.size(); }
   // The blocks' bytes, for space accounting.
   std::size_t block_bytes() const {
     std::size_t n = 0;
-    for (const ref& r : index_) n += r.bytes;
+    for (const ref& r : current().refs) n += r.bytes;
     return n;
   }
 
   // The node whose range holds `key` (its block's offset and bytes), or nullopt if the run is
   // empty.
   std::optional<std::pair<node_offset, std::size_t>> locate(std::string_view key) const {
-    if (index_.empty()) return std::nullopt;
-    const ref& r = index_[node_for(key)];
+    const index_type& ix = current();
+    if (ix.refs.empty()) return std::nullopt;
+    const ref& r = ix.refs[ix.node_for(key)];
     return std::pair{r.at, r.bytes};
   }
 
   // The value of `key` into *value: OK, NotFound, or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
-    if (index_.empty()) return Status::NotFound("");
-    const ref& r = index_[node_for(key)];
+    const index_type& ix = current();
+    if (ix.refs.empty()) return Status::NotFound("");
+    const ref& r = ix.refs[ix.node_for(key)];
     // The lines of the header, offsets and fingerprints, requested together (four lines:
     // about 50 keys of 16 bytes with their prefix).
     for (std::size_t line = 0; line < 4 * 64 && line < r.bytes; line += 64) {
@@ -132,25 +201,24 @@ class packed_run {
     return Status::OK();
   }
 
-  // A position in the run's keys, in order: what a scan of the packed tier walks.
-  // Invalidated by apply (one thread at a time, above). Every record it reads is checked
-  // when `verify` is set; a damaged one stops it with Corruption.
+  // A position in the run's keys, in order: what a scan of the packed tier walks. Every
+  // record it reads is checked when `verify` is set; a damaged one stops it with Corruption.
+  // Beside a writer (an epoch domain), each move, and the use of key() and value() after it,
+  // is made pinned; between moves the cursor may be unpinned: a move that finds the index
+  // replaced since the last carries on from the cursor's key in the new one, at the first
+  // key above it that the run holds now. Without a domain, the same holds across apply.
   class cursor {
    public:
     cursor(const packed_run& run, bool verify) : run_(&run), verify_(verify) {}
 
     // At the first key at least `key` (!valid() if there is none).
     Status seek(std::string_view key) {
-      if (run_->index_.empty()) return stop();
-      node_ = run_->node_for(key);
-      if (Status s = open(); !s.ok()) return s;
-      const auto position = view_->lower_bound(key, verify_);
-      if (!position) return fail();
-      i_ = *position;
-      return settle();
+      load();
+      return seek_in(key);
     }
     Status seek_to_first() {
-      if (run_->index_.empty()) return stop();
+      load();
+      if (ix_->refs.empty()) return stop();
       node_ = 0;
       if (Status s = open(); !s.ok()) return s;
       i_ = 0;
@@ -158,24 +226,44 @@ class packed_run {
     }
     // REQUIRES: valid().
     Status next() {
+      if (run_->current().generation != generation_) {
+        // The index was replaced: find the cursor's key again, and step past it if it is
+        // still there (else the seek is already at the key after it).
+        load();
+        resume_.swap(key_);
+        if (Status s = seek_in(resume_); !s.ok() || !valid_ || key_ != resume_) return s;
+      }
       ++i_;
       return settle();
     }
     bool valid() const { return valid_; }
-    // REQUIRES: valid(). Until the next move.
+    // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
     std::string_view key() const { return key_; }
     std::string_view value() const { return value_; }
 
    private:
+    void load() {
+      ix_ = &run_->current();
+      generation_ = ix_->generation;
+    }
+    Status seek_in(std::string_view key) {
+      if (ix_->refs.empty()) return stop();
+      node_ = ix_->node_for(key);
+      if (Status s = open(); !s.ok()) return s;
+      const auto position = view_->lower_bound(key, verify_);
+      if (!position) return fail();
+      i_ = *position;
+      return settle();
+    }
     Status open() {
-      const ref& r = run_->index_[node_];
+      const ref& r = ix_->refs[node_];
       view_ = view::open(run_->node(r.at), r.at, r.bytes, verify_);
       return view_ ? Status::OK() : fail();
     }
     // Reads record i_ of the node, or the first of the next node once past the last.
     Status settle() {
       while (i_ == view_->size()) {
-        if (++node_ == run_->index_.size()) return stop();
+        if (++node_ == ix_->refs.size()) return stop();
         if (Status s = open(); !s.ok()) return s;
         i_ = 0;
       }
@@ -192,15 +280,17 @@ class packed_run {
     }
     Status fail() {
       valid_ = false;
-      return damaged(run_->index_[node_].at);
+      return damaged(ix_->refs[node_].at);
     }
 
     const packed_run* run_;
     bool verify_;
     bool valid_ = false;
+    const index_type* ix_ = nullptr;  // the index of the last move; generation_ is its
+    std::uint64_t generation_ = 0;
     std::size_t node_ = 0, i_ = 0;
     std::optional<view> view_;
-    std::string key_;
+    std::string key_, resume_;
     std::string_view value_;
   };
 
@@ -220,32 +310,33 @@ class packed_run {
   // NoSpace (the changes to the nodes not reached yet are not applied), Corruption (a node
   // met is damaged; nothing of it is applied).
   Status apply(std::span<const change> changes) {
+    const std::vector<ref>& index = current().refs;  // readers may be reading it: copied
     std::vector<ref> out;
-    out.reserve(index_.size() + 1);
+    out.reserve(index.size() + 1);
     Status status;
     head_word* pred = head_;
     word_place pred_place = head_place_;
     std::size_t c = 0;
     std::size_t j = 0;
-    if (index_.empty() && !changes.empty()) {
+    if (index.empty() && !changes.empty()) {
       // No node yet: every change is a key of the first nodes.
       status = replace(nullptr, changes, node_offset{0}, &pred, &pred_place, &out);
       c = changes.size();
     }
-    for (; j < index_.size() && status.ok(); ++j) {
-      ref& r = index_[j];  // moved to `out` unless replaced: index_ is replaced by `out`
+    for (; j < index.size() && status.ok(); ++j) {
+      const ref& r = index[j];
       // The changes of node j: below the next node's first key (all that are left for the
       // last node; node 0 also takes those below its first key).
       std::size_t e = c;
-      if (j + 1 == index_.size()) {
+      if (j + 1 == index.size()) {
         e = changes.size();
       } else {
-        while (e < changes.size() && compare_keys(changes[e].key, index_[j + 1].first) < 0) ++e;
+        while (e < changes.size() && compare_keys(changes[e].key, index[j + 1].first) < 0) ++e;
       }
       if (e == c) {
         pred = &node(r.at)->next;
         pred_place = in_node(r.at, word_field::packed_next);
-        out.push_back(std::move(r));
+        out.push_back(r);
         continue;
       }
       const auto next = packed_next<Policy, Mode>(node(r.at), r.at);
@@ -258,43 +349,51 @@ class packed_run {
       retired_.push_back(r.at);
       c = e;
     }
-    out.insert(out.end(), std::make_move_iterator(index_.begin() + static_cast<std::ptrdiff_t>(j)),
-               std::make_move_iterator(index_.end()));
+    out.insert(out.end(), index.begin() + static_cast<std::ptrdiff_t>(j), index.end());
     settle();
     durable<Policy, Mode>::complete();
-    index_.swap(out);
-    index_changed();
+    publish(std::move(out));
     return status;
   }
 
  private:
-  struct ref {
-    std::string first;  // the node's first key
-    node_offset at;
-    std::size_t bytes;  // its block's
-  };
-  // A node's first key as the index's search compares it first: its first 16 bytes and its
-  // size (btree_node.hpp's prefix), kept apart from the refs so that the search's steps read
-  // 24 bytes each, not a ref and its key's bytes.
-  struct head {
-    btree_layout::prefix pre;
-    std::uint32_t size;
-  };
-
   packed_node<Policy>* node(node_offset at) const {
     return reinterpret_cast<packed_node<Policy>*>(pool_.base() + at.value);
   }
+  // The index readers see. The writer reads it too; only publish replaces it.
+  const index_type& current() const { return *index_.load(std::memory_order_acquire); }
+  // Makes `refs` the index: the old one, and the nodes that swaps unlinked, go to the
+  // epoch domain (or at once, without one), since no reader can reach them from the new one.
+  void publish(std::vector<ref> refs) {
+    const index_type* old = index_.load(std::memory_order_relaxed);
+    index_.store(new index_type(std::move(refs), old->generation + 1), std::memory_order_release);
+    if (epochs_ == nullptr) {
+      delete old;
+      return;
+    }
+    epochs_->retire(const_cast<index_type*>(old));
+    for (node_offset at : unlinked_) epochs_->retire(heap_, alloc::pptr<>(at.value));
+    unlinked_.clear();
+    // Two advances, when no reader holds them back, reclaim what was retired so far.
+    epochs_->collect();
+    epochs_->collect();
+  }
   // Makes every write so far durable, then frees the blocks that swaps unlinked (invariant
-  // (3)). A batch frees each old node at its next swap, not at its end, so that it needs
-  // room for one node's replacement at a time: a full pool still takes erasures.
+  // (3)). Without an epoch domain, a batch frees each old node at its next swap, not at its
+  // end, so that it needs room for one node's replacement at a time: a full pool still takes
+  // erasures. With one, readers of the index in use may still read them: they go to the
+  // domain when the batch publishes its index, and a full pool takes smaller batches.
   void settle() {
     durable<Policy, Mode>::before_free();
-    for (node_offset at : retired_) heap_.free(alloc::pptr<>(at.value));
+    if (epochs_ != nullptr) {
+      unlinked_.insert(unlinked_.end(), retired_.begin(), retired_.end());
+    } else {
+      for (node_offset at : retired_) heap_.free(alloc::pptr<>(at.value));
+    }
     retired_.clear();
   }
-  // recover's walk (above).
-  Status walk(bool mark_live) {
-    index_.clear();
+  // recover's walk (above), into *refs.
+  Status walk(bool mark_live, std::vector<ref>* refs) {
     auto at = read_offset_word(durable<Policy, Mode>::get(*head_), head_place_);
     std::string last, key;
     std::size_t walked = 0;
@@ -322,11 +421,11 @@ class packed_run {
                                     std::to_string(here.value));
         }
         key.assign(v->prefix()).append(r->suffix);
-        if (!(index_.empty() && i == 0) && compare_keys(last, key) >= 0) {
+        if (!(refs->empty() && i == 0) && compare_keys(last, key) >= 0) {
           return Status::Corruption("packed run: keys out of order in the node at " +
                                     std::to_string(here.value));
         }
-        if (i == 0) index_.push_back({key, here, bytes});
+        if (i == 0) refs->push_back({key, here, bytes});
         last.swap(key);
       }
       if (mark_live) {
@@ -338,32 +437,8 @@ class packed_run {
     }
   }
 
-  void index_changed() {
-    heads_.resize(index_.size());
-    for (std::size_t i = 0; i < index_.size(); ++i) {
-      heads_[i] = {btree_layout::prefix_of(index_[i].first),
-                   static_cast<std::uint32_t>(index_[i].first.size())};
-    }
-  }
   static Status damaged(node_offset at) {
     return Status::Corruption("packed run: damaged node at " + std::to_string(at.value));
-  }
-  // The index of the node whose range holds `key`: the last whose first key is at most
-  // `key`, or the first. REQUIRES: !index_.empty().
-  std::size_t node_for(std::string_view key) const {
-    const btree_layout::probe p = btree_layout::probe_of(key);
-    std::size_t lo = 0, hi = heads_.size();  // the first node whose first key is above `key`
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      int c = btree_layout::compare_prefixed(p.pre, p.size, heads_[mid].pre, heads_[mid].size);
-      if (c == btree_layout::kTie) c = btree_layout::compare_rest(p.key, index_[mid].first);
-      if (c < 0) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    return lo == 0 ? 0 : lo - 1;
   }
 
   // Merges node `old` (nullptr: the run is empty) with `changes`, writes the result as new
@@ -458,9 +533,10 @@ class packed_run {
   head_word* head_;
   word_place head_place_;
   std::size_t node_bytes_;
-  std::vector<ref> index_;
-  std::vector<head> heads_;  // heads_[i] is index_[i].first's
-  std::vector<node_offset> retired_;  // unlinked by a swap not yet known durable
+  alloc::epoch_domain* epochs_;
+  std::atomic<const index_type*> index_;  // owned; replaced by publish
+  std::vector<node_offset> retired_;   // unlinked by a swap not yet known durable
+  std::vector<node_offset> unlinked_;  // unlinked durably, named by the index in use (epochs)
   packed_builder<Policy> builder_{0};
   std::vector<unsigned char> scratch_;
   // replace's: a record of the merge, and the old node's keys, whole.
