@@ -18,6 +18,11 @@
 //             nodes the merge wrote, over the keys).
 //   get       a uniformly random key's value: the index's binary search, the node's header
 //             check, its fingerprints, the record's check and compare, the value copied out.
+//   tiered_get/F  a Get through 25 small runs of 4096 random keys, newest first, each with a
+//             key filter of F bits a key (none at 0), then the large run (the key hashed
+//             once, the 25 filters' lines requested together): what a Get costs
+//             while small runs wait to be merged. Counter: in_small (the share of Gets the
+//             small runs answered).
 //   seek      a run cursor's seek to a uniformly random key, then it and the 10 records after
 //             it (the peers' seekrandom: Seek + 10 Next), each record checked and its key and
 //             value copied out.
@@ -254,6 +259,51 @@ void BM_Get(benchmark::State& state) {
   s.count(state);
 }
 BENCHMARK(BM_Get)->Name("get")->UseRealTime();
+
+// A Get through the tiered layout: 25 small runs of 4096 random keys each (filters of F bits
+// a key, none at 0) in front of the large run, looked in newest first.
+void BM_TieredGet(benchmark::State& state) {
+  store& s = the_store();
+  const auto filter_bits = static_cast<unsigned>(state.range(0));
+  constexpr std::size_t kSmallKeys = 4096;
+  flintkv::tools::random_source random(304);
+  auto* root = s.pool->root_as<bench_root>();
+  std::vector<std::unique_ptr<run_type>> small;
+  std::map<std::string, std::string_view> picked;
+  std::vector<run_type::change> changes;
+  for (std::size_t i = 0; i < kSmallRuns; ++i) {
+    run_type::make_empty(&root->small[i], small_place(i));
+    small.push_back(std::make_unique<run_type>(*s.pool, *s.heap, &root->small[i], small_place(i),
+                                               kNode, nullptr, filter_bits));
+    store::check(small.back()->recover(false));
+    pick_batch(s, kSmallKeys, random, &picked, &changes);
+    store::check(small.back()->apply(changes));
+  }
+  flintkv::tools::key_formatter formatter(kKeySize);
+  std::string value;
+  std::size_t in_small = 0;
+  for (auto _ : state) {
+    const std::string_view key = formatter.key(random.uniform(s.keys));
+    // The key hashed once, the filters' lines requested together, then the runs newest
+    // first.
+    const std::uint32_t hash = in::key_hash(key);
+    for (const auto& run : small) run->prefetch_filter(hash);
+    flintkv::Status found = flintkv::Status::NotFound("");
+    for (std::size_t r = kSmallRuns; r-- > 0 && found.IsNotFound();) {
+      if (small[r]->may_hold(hash)) found = small[r]->get_past_filter(key, &value);
+    }
+    if (found.ok()) {
+      ++in_small;
+    } else {
+      store::check(s.run->get(key, &value));
+    }
+  }
+  for (auto& run : small) run->clear();
+  state.counters["in_small"] =
+      static_cast<double>(in_small) / static_cast<double>(state.iterations());
+  s.count(state);
+}
+BENCHMARK(BM_TieredGet)->Name("tiered_get")->Arg(0)->Arg(10)->UseRealTime();
 
 void BM_Seek(benchmark::State& state) {
   store& s = the_store();

@@ -17,6 +17,8 @@
 //  - PackedRunReaders.GetsAndScansBesideBatches: two reader threads get and scan, pinned per
 //    call, while a writer applies batches: every read is OK and of a value its key had.
 //    Freeing unlinked nodes without the epoch domain fails it (read values of other keys).
+//  - KeyFilterTest.FalsePositivesAreFew: the filter small runs keep; BatchesAnswerAsAMapDoes
+//    also runs a filtered run.
 //  - PackedRunCampaign: the run as a map (crashtest::map_subject: one key per batch) under the
 //    crash harness, in both durability modes and every persistent placement: every image
 //    recovers to a state the history allows, its blocks marked live without conflict.
@@ -61,9 +63,11 @@ constexpr in::word_place kHeadPlace{in::kRootHolder, in::word_field::packed_next
 template <class Policy, class Mode>
 struct fixture {
   using run_type = in::packed_run<Policy, Mode>;
-  // With `shared`, the run has an epoch domain (readers beside its batches).
-  explicit fixture(std::size_t bytes, std::size_t node_bytes, bool shared = false)
-      : bytes(bytes), node_bytes(node_bytes) {
+  // With `shared`, the run has an epoch domain (readers beside its batches); with
+  // `filter_bits`, a key filter of that many bits a key.
+  explicit fixture(std::size_t bytes, std::size_t node_bytes, bool shared = false,
+                   unsigned filter_bits = 0)
+      : bytes(bytes), node_bytes(node_bytes), filter_bits(filter_bits) {
     if (shared) epochs = std::make_unique<alloc::epoch_domain>();
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("mmap");
@@ -76,7 +80,7 @@ struct fixture {
     run_type::make_empty(&root()->head, kHeadPlace);
     in::durable<Policy, Mode>::fence();
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
-                                     epochs.get());
+                                     epochs.get(), filter_bits);
     EXPECT_TRUE(run->recover(false).ok());
   }
   ~fixture() {
@@ -101,7 +105,7 @@ struct fixture {
     drain();
     heap = std::make_unique<alloc::persistent_allocator<Policy>>(*pool);
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
-                                     epochs.get());
+                                     epochs.get(), filter_bits);
     Status s = run->recover(true);
     if (s.ok()) {
       EXPECT_TRUE(heap->finish_recovery());
@@ -110,6 +114,7 @@ struct fixture {
   }
 
   std::size_t bytes, node_bytes;
+  unsigned filter_bits;
   std::byte* region = nullptr;
   std::optional<alloc::pool> pool;
   std::unique_ptr<alloc::persistent_allocator<Policy>> heap;
@@ -137,7 +142,7 @@ class PackedRunTest : public ::testing::Test {
   using fx = fixture<typename Config::policy, typename Config::mode>;
   using change = typename fx::run_type::change;
 
-  // Every key the map has reads back, and the whole run in order is the map.
+  // The whole run in order is the map, and every key the map has reads back.
   static void expect_same(const fx& f, const std::map<std::string, std::string>& m) {
     std::map<std::string, std::string> all;
     ASSERT_TRUE(f.run->for_each([&](std::string_view k, std::string_view v) {
@@ -145,6 +150,11 @@ class PackedRunTest : public ::testing::Test {
                        all.emplace(k, v);
                      }).ok());
     ASSERT_EQ(all, m);
+    std::string value;
+    for (const auto& [k, v] : m) {
+      ASSERT_TRUE(f.run->get(k, &value).ok()) << k;
+      ASSERT_EQ(value, v);
+    }
   }
   static std::vector<change> changes_of(const std::map<std::string, std::optional<std::string>>& b) {
     std::vector<change> out;
@@ -158,11 +168,14 @@ TYPED_TEST_SUITE(PackedRunTest, configs);
 
 TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
   using fx = typename TestFixture::fx;
-  for (std::size_t node_bytes : {std::size_t{256}, std::size_t{4096}}) {
-    SCOPED_TRACE("nodes of " + std::to_string(node_bytes));
-    fx f(256 << 20, node_bytes);
+  // (node bytes, key filter bits): a filtered run answers as an unfiltered one.
+  for (const auto& [node_bytes, filter_bits] :
+       {std::pair<std::size_t, unsigned>{256, 0}, {4096, 0}, {256, 10}}) {
+    SCOPED_TRACE("nodes of " + std::to_string(node_bytes) + ", filter bits " +
+                 std::to_string(filter_bits));
+    fx f(256 << 20, node_bytes, false, filter_bits);
     std::map<std::string, std::string> m;
-    std::mt19937_64 rng(node_bytes);
+    std::mt19937_64 rng(node_bytes + filter_bits);
     for (int batch = 0; batch < 150; ++batch) {
       std::map<std::string, std::optional<std::string>> b;
       const std::size_t n = 1 + rng() % (batch % 10 == 0 ? 2000 : 60);
@@ -524,6 +537,34 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
   for (const std::string& e : errors) EXPECT_EQ(e, "");
   EXPECT_GT(batch, kMinBatches);
 }
+// The key filter alone: every key added passes; of keys not added, under 2% pass at 10
+// bits a key (about 1% expected), and the same count fails at 2 bits a key, so the bound
+// separates a filter from a bad one.
+TEST(KeyFilterTest, FalsePositivesAreFew) {
+  const auto rate = [](unsigned bits, const auto& key) {
+    constexpr std::uint64_t kKeys = 4096, kAbsent = 200000;
+    in::key_filter filter(kKeys, bits);
+    for (std::uint64_t k = 0; k < kKeys; ++k) filter.add(in::key_hash(key(3 * k)));
+    for (std::uint64_t k = 0; k < kKeys; ++k) {
+      EXPECT_TRUE(filter.may_contain(in::key_hash(key(3 * k)))) << key(3 * k);
+    }
+    std::uint64_t passed = 0;
+    for (std::uint64_t k = 0; k < kAbsent; ++k) {
+      passed += filter.may_contain(in::key_hash(key(3 * k + 1 + k % 2))) ? 1 : 0;
+    }
+    return static_cast<double>(passed) / kAbsent;
+  };
+  // The benchmarks' keys (16 zero-padded digits) and the tests' (a word and 8 digits).
+  const auto padded = [](std::uint64_t k) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%016llu", static_cast<unsigned long long>(k));
+    return std::string(b);
+  };
+  EXPECT_LT(rate(10, padded), 0.02);
+  EXPECT_LT(rate(10, key_of), 0.02);
+  EXPECT_GT(rate(2, padded), 0.02);
+}
+
 // ---- under the crash harness ----------------------------------------------------------------
 
 // The run as a crashtest::map_subject: insert-if-absent and remove are batches of one key,

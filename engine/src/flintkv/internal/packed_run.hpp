@@ -50,6 +50,7 @@
 #include "allocators/persistent_allocator.hpp"
 #include "allocators/pool.hpp"
 #include "flintkv/internal/btree_node.hpp"
+#include "flintkv/internal/key_filter.hpp"
 #include "flintkv/internal/packed.hpp"
 #include "flintkv/status.hpp"
 
@@ -88,6 +89,7 @@ class packed_run {
     std::vector<ref> refs;
     std::vector<head> heads;
     std::uint64_t generation = 0;
+    std::optional<key_filter> filter;  // over every key, if the run keeps one
 
     index_type() = default;
     index_type(std::vector<ref> r, std::uint64_t g) : refs(std::move(r)), generation(g) {
@@ -127,14 +129,19 @@ class packed_run {
   // size is part of the run's format: recovery marks each block live as that size (or the
   // node's own, if larger), so a run is always opened with the size it was written with.
   // With `epochs`, readers may run beside the writer (thread safety, above); the domain must
-  // outlive the run and the heap must outlive the domain's reclamation.
+  // outlive the run and the heap must outlive the domain's reclamation. With
+  // `filter_bits_per_key`, the run keeps a key filter (key_filter.hpp) of that many bits a
+  // key, rebuilt from every key at each batch's end: for small runs written once, which a
+  // Get passes mostly on the filter's word.
   packed_run(const alloc::pool& pool, heap& h, head_word* head, word_place head_place,
-             std::size_t node_bytes, alloc::epoch_domain* epochs = nullptr)
+             std::size_t node_bytes, alloc::epoch_domain* epochs = nullptr,
+             unsigned filter_bits_per_key = 0)
       : pool_(pool),
         heap_(h),
         head_(head),
         head_place_(head_place),
         node_bytes_(node_bytes),
+        filter_bits_per_key_(filter_bits_per_key),
         epochs_(epochs),
         index_(new index_type{}) {}
   packed_run(const packed_run&) = delete;
@@ -182,23 +189,29 @@ class packed_run {
     return std::pair{r.at, r.bytes};
   }
 
+  // Whether the run may hold a key of key_hash `hash`: false only if its filter says it
+  // does not (true without a filter). prefetch_filter requests the line it reads, so that a
+  // Get that asks several runs fetches their filters' lines side by side.
+  bool may_hold(std::uint32_t hash) const {
+    const index_type& ix = current();
+    return !ix.refs.empty() && (!ix.filter || ix.filter->may_contain(hash));
+  }
+  void prefetch_filter(std::uint32_t hash) const {
+    if (const index_type& ix = current(); ix.filter) ix.filter->prefetch(hash);
+  }
+
   // The value of `key` into *value: OK, NotFound, or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
     const index_type& ix = current();
     if (ix.refs.empty()) return Status::NotFound("");
-    const ref& r = ix.refs[ix.node_for(key)];
-    // The lines of the header, offsets and fingerprints, requested together (four lines:
-    // about 50 keys of 16 bytes with their prefix).
-    for (std::size_t line = 0; line < 4 * 64 && line < r.bytes; line += 64) {
-      __builtin_prefetch(reinterpret_cast<const char*>(node(r.at)) + line);
-    }
-    const auto v = view::open(node(r.at), r.at, r.bytes, verify);
-    if (!v) return damaged(r.at);
-    const auto f = v->find(key, verify);
-    if (f.kind == view::found::damaged) return damaged(r.at);
-    if (f.kind == view::found::no) return Status::NotFound("");
-    value->assign(f.value);
-    return Status::OK();
+    if (ix.filter && !ix.filter->may_contain(key_hash(key))) return Status::NotFound("");
+    return get_in(ix, key, value, verify);
+  }
+  // The same, for a key that may_hold(key_hash(key)) passed: without the filter's test.
+  Status get_past_filter(std::string_view key, std::string* value, bool verify = true) const {
+    const index_type& ix = current();
+    if (ix.refs.empty()) return Status::NotFound("");
+    return get_in(ix, key, value, verify);
   }
 
   // A position in the run's keys, in order: what a scan of the packed tier walks. Every
@@ -357,6 +370,23 @@ class packed_run {
   }
 
  private:
+  Status get_in(const index_type& ix, std::string_view key, std::string* value,
+                bool verify) const {
+    const ref& r = ix.refs[ix.node_for(key)];
+    // The lines of the header, offsets and fingerprints, requested together (four lines:
+    // about 50 keys of 16 bytes with their prefix).
+    for (std::size_t line = 0; line < 4 * 64 && line < r.bytes; line += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(node(r.at)) + line);
+    }
+    const auto v = view::open(node(r.at), r.at, r.bytes, verify);
+    if (!v) return damaged(r.at);
+    const auto f = v->find(key, verify);
+    if (f.kind == view::found::damaged) return damaged(r.at);
+    if (f.kind == view::found::no) return Status::NotFound("");
+    value->assign(f.value);
+    return Status::OK();
+  }
+
   packed_node<Policy>* node(node_offset at) const {
     return reinterpret_cast<packed_node<Policy>*>(pool_.base() + at.value);
   }
@@ -366,7 +396,9 @@ class packed_run {
   // epoch domain (or at once, without one), since no reader can reach them from the new one.
   void publish(std::vector<ref> refs) {
     const index_type* old = index_.load(std::memory_order_relaxed);
-    index_.store(new index_type(std::move(refs), old->generation + 1), std::memory_order_release);
+    auto* made = new index_type(std::move(refs), old->generation + 1);
+    if (filter_bits_per_key_ != 0) made->filter = filter_of(made->refs);
+    index_.store(made, std::memory_order_release);
     if (epochs_ == nullptr) {
       delete old;
       return;
@@ -377,6 +409,30 @@ class packed_run {
     // Two advances, when no reader holds them back, reclaim what was retired so far.
     epochs_->collect();
     epochs_->collect();
+  }
+  // A filter over the keys of the nodes `refs` names, or none if one of them cannot be read
+  // (then Gets read the nodes, and report the damage where they meet it).
+  std::optional<key_filter> filter_of(const std::vector<ref>& refs) const {
+    std::vector<view> views;
+    views.reserve(refs.size());
+    std::size_t keys = 0;
+    for (const ref& r : refs) {
+      const auto v = view::open(node(r.at), r.at, r.bytes, false);
+      if (!v) return std::nullopt;
+      views.push_back(*v);
+      keys += v->size();
+    }
+    key_filter filter(keys, filter_bits_per_key_);
+    std::string key;
+    for (const view& v : views) {
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const auto r = v.record(i, false);
+        if (!r) return std::nullopt;
+        key.assign(v.prefix()).append(r->suffix);
+        filter.add(key_hash(key));
+      }
+    }
+    return filter;
   }
   // Makes every write so far durable, then frees the blocks that swaps unlinked (invariant
   // (3)). Without an epoch domain, a batch frees each old node at its next swap, not at its
@@ -533,6 +589,7 @@ class packed_run {
   head_word* head_;
   word_place head_place_;
   std::size_t node_bytes_;
+  unsigned filter_bits_per_key_;
   alloc::epoch_domain* epochs_;
   std::atomic<const index_type*> index_;  // owned; replaced by publish
   std::vector<node_offset> retired_;   // unlinked by a swap not yet known durable
