@@ -323,8 +323,22 @@ class packed_run {
   // NoSpace (the changes to the nodes not reached yet are not applied), Corruption (a node
   // met is damaged; nothing of it is applied).
   Status apply(std::span<const change> changes) {
-    const std::vector<ref>& index = current().refs;  // readers may be reading it: copied
+    // The index the batch starts from. Readers may be reading it, so it is copied, not
+    // changed; it stays the batch's own until the batch ends, whatever it publishes.
+    const index_type* base = &current();
+    const std::vector<ref>& index = base->refs;
+    // With readers, the nodes a batch unlinks come back only when an index that does not
+    // name them is published: at the batch's end, or before, when the pool runs out.
+    bool sliced = false;
     std::vector<ref> out;
+    // Publishes the run as the swaps so far left it: the nodes made, then the base's from
+    // `from` on.
+    const auto publish_slice = [&](std::size_t from) {
+      std::vector<ref> now = out;
+      now.insert(now.end(), index.begin() + static_cast<std::ptrdiff_t>(from), index.end());
+      publish(std::move(now), base);
+      sliced = true;
+    };
     out.reserve(index.size() + 1);
     Status status;
     head_word* pred = head_;
@@ -358,6 +372,12 @@ class packed_run {
         break;
       }
       status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
+      if (status.IsNoSpace() && epochs_ != nullptr && !(retired_.empty() && unlinked_.empty())) {
+        // The blocks this batch unlinked may be enough: give them back now, and try again.
+        settle();
+        publish_slice(j);
+        status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
+      }
       if (!status.ok()) break;
       retired_.push_back(r.at);
       c = e;
@@ -365,7 +385,8 @@ class packed_run {
     out.insert(out.end(), index.begin() + static_cast<std::ptrdiff_t>(j), index.end());
     settle();
     durable<Policy, Mode>::complete();
-    publish(std::move(out));
+    publish(std::move(out), sliced ? base : nullptr);
+    if (sliced) retire(base);
     return status;
   }
 
@@ -394,21 +415,27 @@ class packed_run {
   const index_type& current() const { return *index_.load(std::memory_order_acquire); }
   // Makes `refs` the index: the old one, and the nodes that swaps unlinked, go to the
   // epoch domain (or at once, without one), since no reader can reach them from the new one.
-  void publish(std::vector<ref> refs) {
+  // `keep` (a batch's base index) is not retired here when it is the one replaced.
+  void publish(std::vector<ref> refs, const index_type* keep = nullptr) {
     const index_type* old = index_.load(std::memory_order_relaxed);
     auto* made = new index_type(std::move(refs), old->generation + 1);
     if (filter_bits_per_key_ != 0) made->filter = filter_of(made->refs);
     index_.store(made, std::memory_order_release);
-    if (epochs_ == nullptr) {
-      delete old;
-      return;
-    }
-    epochs_->retire(const_cast<index_type*>(old));
+    if (old != keep) retire(old);
+    if (epochs_ == nullptr) return;
     for (node_offset at : unlinked_) epochs_->retire(heap_, alloc::pptr<>(at.value));
     unlinked_.clear();
     // Two advances, when no reader holds them back, reclaim what was retired so far.
     epochs_->collect();
     epochs_->collect();
+  }
+  // An index no longer published: to the epoch domain, or deleted without one.
+  void retire(const index_type* old) {
+    if (epochs_ != nullptr) {
+      epochs_->retire(const_cast<index_type*>(old));
+    } else {
+      delete old;
+    }
   }
   // A filter over the keys of the nodes `refs` names, or none if one of them cannot be read
   // (then Gets read the nodes, and report the damage where they meet it).
@@ -438,7 +465,7 @@ class packed_run {
   // (3)). Without an epoch domain, a batch frees each old node at its next swap, not at its
   // end, so that it needs room for one node's replacement at a time: a full pool still takes
   // erasures. With one, readers of the index in use may still read them: they go to the
-  // domain when the batch publishes its index, and a full pool takes smaller batches.
+  // domain when the batch publishes its index (at its end, or when the pool runs out: apply).
   void settle() {
     durable<Policy, Mode>::before_free();
     if (epochs_ != nullptr) {
