@@ -1,4 +1,4 @@
-// Packed runs (packed_run.hpp): the planned packed tier's store, on its own, in a pool.
+// Packed runs (packed_run.hpp) and the packed tier (packed_tier.hpp), on their own, in a pool.
 //  - PackedRunTest.BatchesAnswerAsAMapDoes: random sorted batches of puts and erasures (small
 //    and large values, keys that split nodes and keys that empty them) against std::map,
 //    every key read after each batch, cursors seeking and stepping as the map's iterators
@@ -19,6 +19,13 @@
 //    Freeing unlinked nodes without the epoch domain fails it (read values of other keys).
 //  - KeyFilterTest.FalsePositivesAreFew: the filter small runs keep; BatchesAnswerAsAMapDoes
 //    also runs a filtered run.
+//  - PackedTierTest.AnswersAsAMapDoes, CursorCarriesOnAcrossFlushesAndMerges and
+//    PackedTierReaders.GetsAndScansBesideFlushesAndMerges: the same checks of the packed tier
+//    (packed_tier.hpp), flushed and merged. A tier cursor that does not seek again after a
+//    merge fails the cursor test.
+//  - PackedTierCampaign: the tier as a crashtest::kv_subject (overwrites put a key in several
+//    runs) under the crash harness. Emptying the small runs newest first, or erasing from
+//    them before the large run, fails each of its four campaigns.
 //  - PackedRunCampaign: the run as a map (crashtest::map_subject: one key per batch) under the
 //    crash harness, in both durability modes and every persistent placement: every image
 //    recovers to a state the history allows, its blocks marked live without conflict.
@@ -27,6 +34,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +47,7 @@
 #include "crashtest/gtest.hpp"
 #include "crashtest/harness.hpp"
 #include "flintkv/internal/packed_run.hpp"
+#include "flintkv/internal/packed_tier.hpp"
 #include "support/policies.hpp"
 
 namespace {
@@ -56,6 +65,7 @@ alloc::pool_layout layout() {
 template <class Policy>
 struct run_root {
   flit::persist<in::stored_offset, Policy> head;
+  in::packed_tier_root<Policy> tier;
 };
 constexpr in::word_place kHeadPlace{in::kRootHolder, in::word_field::packed_next};
 
@@ -63,6 +73,7 @@ constexpr in::word_place kHeadPlace{in::kRootHolder, in::word_field::packed_next
 template <class Policy, class Mode>
 struct fixture {
   using run_type = in::packed_run<Policy, Mode>;
+  using tier_type = in::packed_tier<Policy, Mode>;
   // With `shared`, the run has an epoch domain (readers beside its batches); with
   // `filter_bits`, a key filter of that many bits a key.
   explicit fixture(std::size_t bytes, std::size_t node_bytes, bool shared = false,
@@ -82,9 +93,14 @@ struct fixture {
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
                                      epochs.get(), filter_bits);
     EXPECT_TRUE(run->recover(false).ok());
+    tier_type::make_empty(*pool, &root()->tier);
+    in::durable<Policy, Mode>::fence();
+    tier = std::make_unique<tier_type>(*pool, *heap, &root()->tier, node_bytes, epochs.get());
+    EXPECT_TRUE(tier->recover(false).ok());
   }
   ~fixture() {
     run.reset();
+    tier.reset();
     drain();
     epochs.reset();
     heap.reset();
@@ -99,14 +115,17 @@ struct fixture {
       EXPECT_EQ(epochs->pending(), 0u);
     }
   }
-  // What a restart does: a new allocator, the run's blocks marked live.
+  // What a restart does: a new allocator, the run's and the tier's blocks marked live.
   Status recover() {
     run.reset();
+    tier.reset();
     drain();
     heap = std::make_unique<alloc::persistent_allocator<Policy>>(*pool);
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
                                      epochs.get(), filter_bits);
+    tier = std::make_unique<tier_type>(*pool, *heap, &root()->tier, node_bytes, epochs.get());
     Status s = run->recover(true);
+    if (Status t = tier->recover(true); s.ok()) s = t;
     if (s.ok()) {
       EXPECT_TRUE(heap->finish_recovery());
     }
@@ -120,6 +139,7 @@ struct fixture {
   std::unique_ptr<alloc::persistent_allocator<Policy>> heap;
   std::unique_ptr<alloc::epoch_domain> epochs;  // declared after the heap: destroyed first
   std::unique_ptr<run_type> run;
+  std::unique_ptr<tier_type> tier;  // in the same pool: each test uses the run or the tier
 };
 
 template <class Policy, class Mode>
@@ -345,86 +365,107 @@ TYPED_TEST(PackedRunTest, NoSpaceLeavesEachKeyOldOrNew) {
   }
 }
 
+// A cursor of `store` moved between batches (`write`) that change keys behind it, at it and
+// ahead of it (two batches per move, so that blocks the first freed are taken by the second)
+// steps to the first key above its own that the store holds now. Returns the map of what the
+// store holds at the end.
+template <class Cursor, class Store, class Write>
+std::map<std::string, std::string> check_cursor_carries_on(const Store& store, Write write,
+                                                           std::uint64_t seed) {
+  std::map<std::string, std::string> m;
+  std::map<std::string, std::optional<std::string>> first;
+  for (std::uint64_t k = 0; k < 3000; k += 2) {
+    first[key_of(k)] = "v0-" + key_of(k);
+    m[key_of(k)] = "v0-" + key_of(k);
+  }
+  EXPECT_TRUE(write(first).ok());
+  std::mt19937_64 rng(seed);
+  Cursor cur(store, true);
+  EXPECT_TRUE(cur.seek("").ok());
+  std::size_t steps = 0;
+  for (int round = 1; cur.valid(); ++round) {
+    const std::uint64_t at = std::stoull(std::string(cur.key().substr(3)));
+    for (int batch = 0; batch < 2; ++batch) {
+      std::map<std::string, std::optional<std::string>> b;
+      for (int i = 0; i < 40; ++i) {
+        const std::uint64_t k = at + rng() % 200 - std::min<std::uint64_t>(at, 60);
+        if (k >= 3000) continue;  // the keys end, so that the cursor reaches the end
+        const std::string key = key_of(k);
+        if (rng() % 3 == 0) {
+          b[key] = std::nullopt;
+        } else {
+          b[key] = "v" + std::to_string(round) + "-" + std::string(rng() % 60, 'x');
+        }
+      }
+      if (rng() % 2 == 0) b[std::string(cur.key())] = std::nullopt;
+      EXPECT_TRUE(write(b).ok());
+      for (const auto& [k, v] : b) {
+        if (v) {
+          m[k] = *v;
+        } else {
+          m.erase(k);
+        }
+      }
+    }
+    // The next key is the first above the cursor's that the store holds now.
+    auto it = m.upper_bound(std::string(cur.key()));
+    for (int i = 0; i < 1 + round % 4; ++i, ++it) {
+      EXPECT_TRUE(cur.next().ok());
+      ++steps;
+      if (it == m.end()) {
+        EXPECT_FALSE(cur.valid());
+        break;
+      }
+      if (!cur.valid()) {
+        ADD_FAILURE() << "the cursor ended before " << it->first;
+        return m;
+      }
+      if (cur.key() != it->first || cur.value() != it->second) {
+        ADD_FAILURE() << "at " << cur.key() << ", where " << it->first << " was due";
+        return m;
+      }
+    }
+  }
+  EXPECT_GT(steps, 500u);
+  return m;
+}
+
 TYPED_TEST(PackedRunTest, CursorCarriesOnAcrossBatches) {
   using fx = typename TestFixture::fx;
   for (const bool shared : {false, true}) {
     SCOPED_TRACE(shared ? "with an epoch domain" : "alone");
     fx f(64 << 20, 256, shared);
-    std::map<std::string, std::string> m;
-    std::map<std::string, std::optional<std::string>> first;
-    for (std::uint64_t k = 0; k < 3000; k += 2) {
-      first[key_of(k)] = "v0-" + key_of(k);
-      m[key_of(k)] = "v0-" + key_of(k);
-    }
-    ASSERT_TRUE(f.run->apply(TestFixture::changes_of(first)).ok());
-    std::mt19937_64 rng(shared ? 7 : 8);
-    typename fx::run_type::cursor cur(*f.run, true);
-    ASSERT_TRUE(cur.seek("").ok());
-    std::size_t steps = 0;
-    for (int round = 1; cur.valid(); ++round) {
-      // Two batches between moves, so that the blocks the first freed are taken by the
-      // second: changes behind the cursor, at its key and ahead of it.
-      const std::uint64_t at = std::stoull(std::string(cur.key().substr(3)));
-      for (int batch = 0; batch < 2; ++batch) {
-        std::map<std::string, std::optional<std::string>> b;
-        for (int i = 0; i < 40; ++i) {
-          const std::uint64_t k = at + rng() % 200 - std::min<std::uint64_t>(at, 60);
-          if (k >= 3000) continue;  // the keys end, so that the cursor reaches the end
-          const std::string key = key_of(k);
-          if (rng() % 3 == 0) {
-            b[key] = std::nullopt;
-          } else {
-            b[key] = "v" + std::to_string(round) + "-" + std::string(rng() % 60, 'x');
-          }
-        }
-        if (rng() % 2 == 0) b[std::string(cur.key())] = std::nullopt;
-        ASSERT_TRUE(f.run->apply(TestFixture::changes_of(b)).ok());
-        for (const auto& [k, v] : b) {
-          if (v) {
-            m[k] = *v;
-          } else {
-            m.erase(k);
-          }
-        }
-      }
-      // The next key is the first above the cursor's that the run holds now.
-      auto it = m.upper_bound(std::string(cur.key()));
-      for (int i = 0; i < 1 + round % 4; ++i, ++it) {
-        ASSERT_TRUE(cur.next().ok());
-        ++steps;
-        if (it == m.end()) {
-          ASSERT_FALSE(cur.valid());
-          break;
-        }
-        ASSERT_TRUE(cur.valid());
-        ASSERT_EQ(cur.key(), it->first);
-        ASSERT_EQ(cur.value(), it->second);
-      }
-    }
-    EXPECT_GT(steps, 500u);
+    const auto m = check_cursor_carries_on<typename fx::run_type::cursor>(
+        *f.run,
+        [&](const auto& b) { return f.run->apply(TestFixture::changes_of(b)); },
+        shared ? 7 : 8);
     TestFixture::expect_same(f, m);
   }
 }
 
-// Readers beside a writer, on real threads: two readers get keys and scan the run, pinned
+// Readers beside a writer, on real threads: two readers get keys and scan a store (a run or
+// a tier), pinned
 // in the run's epoch domain for each call (a scan unpins between moves), while one writer
 // applies batches that rewrite and erase keys. The even keys are never erased. Each value
 // names its key and the batch that wrote it. Every call is OK (a node freed under a reader
 // would read as damage or as another key's); a get finds every even key, with a value of
 // its own key, from a batch begun, and never older than one this reader saw for that key;
 // a scan sees keys ascending, every even key exactly once, each value its key's.
-TEST(PackedRunReaders, GetsAndScansBesideBatches) {
-  using policy = hw_hashed;
-  using fx = fixture<policy, manual>;
-  using run_type = fx::run_type;
+// `write(changes)` applies a batch (sorted, no key twice) to the store.
+using reader_fixture = fixture<hw_hashed, manual>;
+using reader_change = reader_fixture::run_type::change;
+template <class Store>
+void check_readers_beside_writer(
+    reader_fixture& f, const Store& store,
+    const std::function<Status(std::span<const reader_change>)>& write) {
+  using cursor_type = typename Store::cursor;
   constexpr std::uint64_t kKeys = 4000;
   constexpr int kMinBatches = 200;
   constexpr int kMinScans = 6;  // per reader, finished while the writer was writing
-  fx f(64 << 20, 256, true);
   const auto value_of = [&](std::uint64_t k, int batch) {
     return key_of(k) + "@" + std::to_string(batch) + std::string(batch % 50, 'p');
   };
-  std::vector<run_type::change> changes;
+  std::vector<reader_change> changes;
   std::vector<std::string> values;
   {
     values.reserve(kKeys);
@@ -432,7 +473,7 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
     std::vector<std::string> keys;
     for (std::uint64_t k = 0; k < kKeys; ++k) keys.push_back(key_of(k));
     for (std::uint64_t k = 0; k < kKeys; ++k) changes.push_back({keys[k], values[k]});
-    ASSERT_TRUE(f.run->apply(changes).ok());
+    ASSERT_TRUE(write(changes).ok());
   }
   std::atomic<int> begun{0};
   std::atomic<bool> done{false};
@@ -459,7 +500,7 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
         const std::uint64_t k = rng() % kKeys;
         const std::string key = key_of(k);
         auto g = f.epochs->pin();
-        const Status s = f.run->get(key, &value);
+        const Status s = store.get(key, &value);
         if (s.IsNotFound() && k % 2 == 1) continue;
         if (!s.ok()) return void(*error = key + ": " + s.ToString());
         const auto batch = check(key, value);
@@ -470,7 +511,7 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
         }
         seen[k] = *batch;
       }
-      run_type::cursor cur(*f.run, true);
+      cursor_type cur(store, true);
       std::string last;
       std::uint64_t next_even = 0;
       // Checks the cursor's key and value; in the pin of the move that reached them.
@@ -534,7 +575,7 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
       changes.push_back({keys.back(), v ? std::string_view(*v) : std::string_view(), !v});
     }
     begun.store(batch);
-    if (const Status s = f.run->apply(changes); !s.ok()) {
+    if (const Status s = write(changes); !s.ok()) {
       writer_error = s.ToString();
       break;
     }
@@ -545,6 +586,167 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
   for (const std::string& e : errors) EXPECT_EQ(e, "");
   EXPECT_GT(batch, kMinBatches);
 }
+
+TEST(PackedRunReaders, GetsAndScansBesideBatches) {
+  reader_fixture f(64 << 20, 256, true);
+  check_readers_beside_writer(f, *f.run, [&](std::span<const reader_change> c) {
+    return f.run->apply(c);
+  });
+}
+
+// ---- the packed tier ------------------------------------------------------------------------
+
+template <class Config>
+class PackedTierTest : public PackedRunTest<Config> {};
+TYPED_TEST_SUITE(PackedTierTest, configs);
+
+// Random batches of puts and erasures flushed into the tier against std::map, merged when
+// every slot is taken (the flush is Busy then) and now and then before: every key of a batch
+// reads back after it; now and then cursors seek and step as the map's iterators do, and the
+// whole tier in order and every key read are the map; recovered part-way, the heap's bytes
+// in use are what they were (every block found again, none leaked).
+TYPED_TEST(PackedTierTest, AnswersAsAMapDoes) {
+  using fx = typename TestFixture::fx;
+  using tier_cursor = typename fx::tier_type::cursor;
+  fx f(256 << 20, 256);
+  std::map<std::string, std::string> m;
+  std::mt19937_64 rng(11);
+  std::size_t busy = 0, merges = 0;
+  const auto expect_same = [&] {
+    tier_cursor cur(*f.tier, true);
+    auto it = m.begin();
+    Status s = cur.seek_to_first();
+    for (; s.ok() && cur.valid(); s = cur.next(), ++it) {
+      ASSERT_NE(it, m.end()) << cur.key();
+      ASSERT_EQ(cur.key(), it->first);
+      ASSERT_EQ(cur.value(), it->second);
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(it, m.end());
+    std::string value;
+    for (const auto& [k, v] : m) {
+      ASSERT_TRUE(f.tier->get(k, &value).ok()) << k;
+      ASSERT_EQ(value, v);
+    }
+  };
+  for (int batch = 0; batch < 300; ++batch) {
+    std::map<std::string, std::optional<std::string>> b;
+    const std::size_t n = 1 + rng() % (batch % 10 == 0 ? 1500 : 80);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::string k = key_of(rng() % 4000);
+      if (rng() % 3 == 0) {
+        b[k] = std::nullopt;
+      } else {
+        const std::size_t size = rng() % 60 == 0 ? 3000 + rng() % 70000 : rng() % 100;
+        b[k] = std::string(size, static_cast<char>('a' + rng() % 26));
+      }
+    }
+    const auto changes = TestFixture::changes_of(b);
+    Status s = f.tier->flush(changes);
+    if (s.IsBusy()) {
+      ASSERT_TRUE(f.tier->full());
+      ++busy;
+      ASSERT_TRUE(f.tier->merge().ok());
+      ++merges;
+      ASSERT_EQ(f.tier->small_runs(), 0u);
+      s = f.tier->flush(changes);
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (rng() % 15 == 0) {
+      ASSERT_TRUE(f.tier->merge().ok());
+      ++merges;
+    }
+    for (const auto& [k, v] : b) {
+      if (v) {
+        m[k] = *v;
+      } else {
+        m.erase(k);
+      }
+      std::string got;
+      s = f.tier->get(k, &got);
+      if (v) {
+        ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+        ASSERT_EQ(got, *v);
+      } else {
+        ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
+      }
+    }
+    if (batch % 30 == 29) {
+      expect_same();
+      tier_cursor cur(*f.tier, true);
+      for (int seek = 0; seek < 20; ++seek) {
+        std::string probe = key_of(rng() % 4100);
+        if (seek % 3 == 0) probe += '!';
+        ASSERT_TRUE(cur.seek(probe).ok());
+        auto it = m.lower_bound(probe);
+        for (int step = 0; step < 30 && it != m.end(); ++step, ++it) {
+          ASSERT_TRUE(cur.valid()) << probe << " step " << step;
+          ASSERT_EQ(cur.key(), it->first);
+          ASSERT_EQ(cur.value(), it->second);
+          ASSERT_TRUE(cur.next().ok());
+        }
+        if (it == m.end()) {
+          EXPECT_FALSE(cur.valid());
+        }
+      }
+    }
+    if (batch % 100 == 99) {
+      // Nothing leaked: recovery finds every block the tier holds, and no other.
+      const std::uint64_t in_use = f.heap->stats().in_use_bytes;
+      ASSERT_TRUE(f.recover().ok());
+      EXPECT_EQ(f.heap->stats().in_use_bytes, in_use);
+      expect_same();
+    }
+  }
+  EXPECT_GT(busy, 0u);
+  EXPECT_GT(merges, busy);
+}
+
+// The cursor check above, on a tier: each batch flushed, the tier merged when every slot
+// is taken and after one batch in three, so that cursors meet keys moved into the large
+// run and small runs emptied between their moves.
+TYPED_TEST(PackedTierTest, CursorCarriesOnAcrossFlushesAndMerges) {
+  using fx = typename TestFixture::fx;
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "with an epoch domain" : "alone");
+    fx f(64 << 20, 256, shared);
+    std::size_t merges = 0;
+    const auto write = [&](const auto& b) {
+      const auto changes = TestFixture::changes_of(b);
+      Status s = f.tier->flush(changes);
+      if (s.IsBusy() || (s.ok() && merges++ % 3 == 0)) {
+        if (Status m = f.tier->merge(); !m.ok()) return m;
+        if (s.IsBusy()) s = f.tier->flush(changes);
+      }
+      return s;
+    };
+    check_cursor_carries_on<typename fx::tier_type::cursor>(*f.tier, write, shared ? 9 : 10);
+  }
+}
+
+// The readers' check above, on a tier: the writer flushes each batch, and merges when every
+// slot is taken and after one batch in eight, so that readers meet merges moving keys from
+// small runs into the large run and emptying them.
+TEST(PackedTierReaders, GetsAndScansBesideFlushesAndMerges) {
+  reader_fixture f(64 << 20, 256, true);
+  std::mt19937_64 rng(5);
+  std::size_t merges = 0;
+  check_readers_beside_writer(f, *f.tier, [&](std::span<const reader_change> c) {
+    Status s = f.tier->flush(c);
+    if (s.IsBusy()) {
+      if (s = f.tier->merge(); !s.ok()) return s;
+      ++merges;
+      s = f.tier->flush(c);
+    }
+    if (s.ok() && rng() % 8 == 0) {
+      s = f.tier->merge();
+      ++merges;
+    }
+    return s;
+  });
+  EXPECT_GT(merges, 10u);
+}
+
 // The key filter alone: every key added passes; of keys not added, under 2% pass at 10
 // bits a key (about 1% expected), and the same count fails at 2 bits a key, so the bound
 // separates a filter from a bad one.
@@ -575,16 +777,48 @@ TEST(KeyFilterTest, FalsePositivesAreFew) {
 
 // ---- under the crash harness ----------------------------------------------------------------
 
-// The run as a crashtest::map_subject: insert-if-absent and remove are batches of one key,
-// in nodes of 128 bytes (a few keys each), so that keys split nodes and empty them.
-template <class Policy, class Mode>
-class run_map {
- public:
+// What the crash subjects below share: the pool over the model, statuses as the harness
+// takes them, and 8-byte keys and values.
+template <class Policy>
+struct subject_support {
   static constexpr std::size_t region_bytes = alloc::format::chunk_table_offset +
                                               alloc::format::page_size +
                                               16 * alloc::format::chunk_size;
+  static alloc::pool open_pool(pv::model& m, crashtest::start how) {
+    const std::span<std::byte> region(m.base(), m.size());
+    auto p = how == crashtest::start::fresh ? alloc::pool::create_in<Policy>(region, layout<Policy>())
+                                            : alloc::pool::open_in(region, layout<Policy>());
+    if (!p) throw crashtest::invariant_violation("packed run: " + p.error().to_string());
+    return std::move(p).value();
+  }
+  static void finish(const Status& s) {
+    if (s.IsNoSpace()) throw std::bad_alloc();
+    if (!s.ok()) throw crashtest::invariant_violation(s.ToString());
+  }
+  static std::string encode(std::uint64_t x) {
+    std::string s(8, '\0');
+    for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(x >> (56 - 8 * i));
+    return s;
+  }
+  static std::uint64_t decode(std::string_view s) {
+    if (s.size() != 8) throw crashtest::invariant_violation("packed run: a key or value of " + std::to_string(s.size()) + " bytes");
+    std::uint64_t x = 0;
+    for (char c : s) x = x << 8 | static_cast<unsigned char>(c);
+    return x;
+  }
+};
+
+// The run as a crashtest::map_subject: insert-if-absent and remove are batches of one key,
+// in nodes of 128 bytes (a few keys each), so that keys split nodes and empty them.
+template <class Policy, class Mode>
+class run_map : subject_support<Policy> {
+  using base = subject_support<Policy>;
+  using base::decode, base::encode, base::finish;
+
+ public:
+  using base::region_bytes;
   run_map(pv::model& m, crashtest::start how)
-      : pool_(open_pool(m, how)),
+      : pool_(base::open_pool(m, how)),
         heap_(pool_),
         run_(pool_, heap_, &pool_.root_as<run_root<Policy>>()->head, kHeadPlace, 128) {
     if (how == crashtest::start::fresh) {
@@ -633,32 +867,92 @@ class run_map {
 
  private:
   using change = typename in::packed_run<Policy, Mode>::change;
-  static alloc::pool open_pool(pv::model& m, crashtest::start how) {
-    const std::span<std::byte> region(m.base(), m.size());
-    auto p = how == crashtest::start::fresh ? alloc::pool::create_in<Policy>(region, layout<Policy>())
-                                            : alloc::pool::open_in(region, layout<Policy>());
-    if (!p) throw crashtest::invariant_violation("packed run: " + p.error().to_string());
-    return std::move(p).value();
-  }
-  static void finish(const Status& s) {
-    if (s.IsNoSpace()) throw std::bad_alloc();
-    if (!s.ok()) throw crashtest::invariant_violation(s.ToString());
-  }
-  static std::string encode(std::uint64_t x) {
-    std::string s(8, '\0');
-    for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(x >> (56 - 8 * i));
-    return s;
-  }
-  static std::uint64_t decode(std::string_view s) {
-    if (s.size() != 8) throw crashtest::invariant_violation("packed run: a key or value of " + std::to_string(s.size()) + " bytes");
-    std::uint64_t x = 0;
-    for (char c : s) x = x << 8 | static_cast<unsigned char>(c);
-    return x;
-  }
 
   alloc::pool pool_;
   alloc::persistent_allocator<Policy> heap_;
   in::packed_run<Policy, Mode> run_;
+};
+
+// The tier as a crashtest::kv_subject: every put and delete is a flush of one key (each put
+// a small run of its own), in nodes of 128 bytes, with its version kept beside its value;
+// the tier is merged when every slot is taken and after every fifth flush. Overwrites put a
+// key in several runs at once, so that a crash inside a merge, inside the emptying of small
+// runs or inside a flush's erasures shows which run's value wins.
+template <class Policy, class Mode>
+class tier_kv : subject_support<Policy> {
+  using base = subject_support<Policy>;
+  using base::decode, base::encode, base::finish;
+  using tier_type = in::packed_tier<Policy, Mode>;
+
+ public:
+  using base::region_bytes;
+  tier_kv(pv::model& m, crashtest::start how)
+      : pool_(base::open_pool(m, how)),
+        heap_(pool_),
+        tier_(pool_, heap_, &pool_.root_as<run_root<Policy>>()->tier, 128) {
+    if (how == crashtest::start::fresh) {
+      tier_type::make_empty(pool_, &pool_.root_as<run_root<Policy>>()->tier);
+      in::durable<Policy, Mode>::fence();
+      Policy::operation_completion();
+      finish(tier_.recover(false));
+    } else {
+      finish(tier_.recover(true));
+    }
+    if (auto s = heap_.finish_recovery(); !s) {
+      throw crashtest::invariant_violation("packed tier: " + s.error().to_string());
+    }
+  }
+
+  std::uint64_t put(std::uint64_t key, std::uint64_t value) {
+    const std::string k = encode(key), v = encode(value) + encode(++version_);
+    flush({k, v, false});
+    return version_;
+  }
+  std::uint64_t del(std::uint64_t key) {
+    const std::string k = encode(key);
+    flush({k, {}, true});
+    return ++version_;
+  }
+  crashtest::kv_read get(std::uint64_t key) {
+    std::string v;
+    const Status s = tier_.get(encode(key), &v);
+    Policy::operation_completion();
+    if (s.IsNotFound()) return {};
+    finish(s);
+    return read(v);
+  }
+  std::vector<crashtest::kv_entry> state() const {
+    std::vector<crashtest::kv_entry> out;
+    typename tier_type::cursor cur(tier_, true);
+    Status s = cur.seek_to_first();
+    for (; s.ok() && cur.valid(); s = cur.next()) {
+      const crashtest::kv_read r = read(cur.value());
+      out.push_back({decode(cur.key()), r.value, r.version});
+    }
+    finish(s);
+    return out;
+  }
+
+ private:
+  static crashtest::kv_read read(std::string_view v) {
+    if (v.size() != 16) throw crashtest::invariant_violation("packed tier: a value of " + std::to_string(v.size()) + " bytes");
+    return {true, decode(v.substr(0, 8)), decode(v.substr(8))};
+  }
+  void flush(const typename tier_type::change& c) {
+    Status s = tier_.flush({&c, 1});
+    if (s.IsBusy()) {
+      finish(tier_.merge());
+      s = tier_.flush({&c, 1});
+    }
+    finish(s);
+    if (++flushes_ % 5 == 0) finish(tier_.merge());
+  }
+
+  alloc::pool pool_;
+  alloc::persistent_allocator<Policy> heap_;
+  tier_type tier_;
+  std::uint64_t version_ = 0;  // one history per campaign run: versions from 1
+  std::uint64_t flushes_ = 0;
 };
 
 template <class Placement, class Mode>
@@ -675,6 +969,20 @@ void run_crash_campaign(const std::string& name) {
   EXPECT_EQ(r.failed, 0u) << r.summary;
   EXPECT_GT(r.points, 0u) << r.summary;
 }
+template <class Placement, class Mode>
+void tier_crash_campaign(const std::string& name) {
+  using P = flit_test::on_model<Placement>;
+  crashtest::campaign_config c;
+  c.subject = "packed_tier";
+  c.config = name;
+  c.work = {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
+            .key_space = 12, .put_percent = 60, .del_percent = 25, .batch_percent = 0};
+  c.region_bytes = tier_kv<P, Mode>::region_bytes;
+  c.points = 150;
+  const auto r = crashtest::run_kv_campaign<tier_kv<P, Mode>>(c);
+  EXPECT_EQ(r.failed, 0u) << r.summary;
+  EXPECT_GT(r.points, 0u) << r.summary;
+}
 
 TEST(PackedRunCampaign, ManualHashed) { run_crash_campaign<flit_test::test_hashed, manual>("manual hashed"); }
 TEST(PackedRunCampaign, ManualAdjacent) { run_crash_campaign<flit::adjacent, manual>("manual adjacent"); }
@@ -685,5 +993,12 @@ TEST(PackedRunCampaign, AutomaticHashed) {
   run_crash_campaign<flit_test::test_hashed, automatic>("automatic hashed");
 }
 TEST(PackedRunCampaign, AutomaticPlain) { run_crash_campaign<flit::plain, automatic>("automatic plain"); }
+
+TEST(PackedTierCampaign, ManualHashed) { tier_crash_campaign<flit_test::test_hashed, manual>("manual hashed"); }
+TEST(PackedTierCampaign, ManualAdjacent) { tier_crash_campaign<flit::adjacent, manual>("manual adjacent"); }
+TEST(PackedTierCampaign, AutomaticHashed) {
+  tier_crash_campaign<flit_test::test_hashed, automatic>("automatic hashed");
+}
+TEST(PackedTierCampaign, AutomaticPlain) { tier_crash_campaign<flit::plain, automatic>("automatic plain"); }
 
 }  // namespace

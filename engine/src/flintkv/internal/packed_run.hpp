@@ -173,6 +173,8 @@ class packed_run {
   }
 
   std::size_t nodes() const { return current().refs.size(); }
+  // Counts the indexes the run has published: it changes whenever the run's keys may have.
+  std::uint64_t generation() const { return current().generation; }
   // The blocks' bytes, for space accounting.
   std::size_t block_bytes() const {
     std::size_t n = 0;

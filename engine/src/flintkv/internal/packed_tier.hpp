@@ -1,0 +1,300 @@
+// The packed tier: a large packed run and up to kPackedSmallRuns small ones in front of it,
+// what the planned packed tier of the engine is to hold (docs/engine-design.md, "The packed
+// tier"). The write tier is to hand it sorted batches of keys that stopped changing: each
+// batch becomes a small run of its own (written once, with a key filter), and the small
+// runs are merged into the large run together, so that the large run's nodes are rewritten
+// once per many batches, not once per batch.
+//
+// A key's value is the one in the newest run that holds it: the small runs newest first (a
+// higher slot is newer), then the large run. The tier keeps no erasure records: a batch's
+// erasures are applied to every run that holds the key, oldest first, before its values
+// are written.
+//
+// Invariants (of the durable state, at every persistence event):
+//  (1) The small runs that hold keys are slots [first, end): a flush fills slot end, a merge
+//      empties them from the oldest up, and only a merge empties a run.
+//  (2) Each key's value is the newest run's: a merge writes into the large run the newest
+//      small run's value of each key before it empties any small run, and empties the
+//      oldest first, so a crash inside it leaves each key the value it had.
+//  (3) A crash inside a flush leaves each key of the batch with its value before the batch
+//      or after it: an erasure reaches the runs oldest first, so until it reaches the newest
+//      run holding the key that run's value stands; the new small run appears whole, with
+//      one store of its head. (Per key, not per batch: the engine's write tier is to keep a
+//      batch's keys until the flush is durable.)
+//  (4) Every run is a packed run (packed_run.hpp), with its invariants.
+//
+// Errors: as a packed run's. A flush into a tier whose slots are all taken is Busy: merge
+// first. After an error, each key is as (3) says, and the tier is usable.
+//
+// Thread safety: one writer (recover, flush, merge) at a time; with an epoch domain, readers
+// (get, cursors) on any threads beside it, each pinned for its call, as a run's are. A get
+// or a cursor that meets a merge still sees every key the tier held throughout (it looks in
+// the small runs newest first, then in the large run, and a merge empties small runs only
+// after the large run holds their keys).
+// Persistence: flush's and merge's changes are durable when they return.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flintkv/internal/packed_run.hpp"
+
+namespace flintkv::internal {
+
+inline constexpr std::size_t kPackedSmallRuns = 24;
+
+// The tier's words in the pool: each run's head.
+template <class Policy>
+struct packed_tier_root {
+  flit::persist<stored_offset, Policy> large;
+  std::array<flit::persist<stored_offset, Policy>, kPackedSmallRuns> small;
+};
+
+template <class Policy, class Mode>
+class packed_tier {
+ public:
+  using run = packed_run<Policy, Mode>;
+  using change = typename run::change;
+  using root = packed_tier_root<Policy>;
+
+  // Writes an empty tier's heads, written back; the caller fences.
+  static void make_empty(const alloc::pool& pool, root* r) {
+    run::make_empty(&r->large, place_of(pool, &r->large));
+    for (auto& head : r->small) run::make_empty(&head, place_of(pool, &head));
+  }
+
+  // The tier whose heads are *r, with nodes of `node_bytes` and small runs' key filters of
+  // `filter_bits_per_key`. Call recover() before anything else. With `epochs`, readers may
+  // run beside the writer (thread safety, above).
+  packed_tier(const alloc::pool& pool, typename run::heap& h, root* r, std::size_t node_bytes,
+              alloc::epoch_domain* epochs = nullptr, unsigned filter_bits_per_key = 10)
+      : large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs) {
+    for (auto& head : r->small) {
+      small_.push_back(std::make_unique<run>(pool, h, &head, place_of(pool, &head), node_bytes,
+                                             epochs, filter_bits_per_key));
+    }
+  }
+
+  // Recovers every run (packed_run::recover); the first Corruption met is returned.
+  Status recover(bool mark_live) {
+    Status first = large_.recover(mark_live);
+    end_ = 0;
+    for (std::size_t i = 0; i < kPackedSmallRuns; ++i) {
+      Status s = small_[i]->recover(mark_live);
+      if (!s.ok() && first.ok()) first = s;
+      if (small_[i]->nodes() != 0) end_ = i + 1;
+    }
+    return first;
+  }
+
+  // Small runs holding keys, and whether a flush has a slot left.
+  std::size_t small_runs() const {
+    std::size_t n = 0;
+    for (const auto& r : small_) n += r->nodes() != 0 ? 1 : 0;
+    return n;
+  }
+  bool full() const { return end_ == kPackedSmallRuns; }
+  // The blocks' bytes of every run, for space accounting.
+  std::size_t block_bytes() const {
+    std::size_t n = large_.block_bytes();
+    for (const auto& r : small_) n += r->block_bytes();
+    return n;
+  }
+
+  // Writes `changes` (sorted by key, no key twice; invariant (3)). Busy if the batch has
+  // values and every slot is taken (merge first); otherwise as a run's apply.
+  Status flush(std::span<const change> changes) {
+    std::vector<change> puts, erasures;
+    for (const change& c : changes) (c.erase ? erasures : puts).push_back(c);
+    if (!puts.empty() && full()) return Status::Busy("packed tier: every small run is taken");
+    if (!erasures.empty()) {
+      // Oldest first: the large run, then the small runs in the order they were written.
+      if (Status s = erase_from(large_, erasures); !s.ok()) return s;
+      for (std::size_t i = 0; i < end_; ++i) {
+        if (Status s = erase_from(*small_[i], erasures); !s.ok()) return s;
+      }
+    }
+    if (puts.empty()) return Status::OK();
+    // An empty run takes a batch whole: its nodes, then one store of its head.
+    Status s = small_[end_]->apply(puts);
+    if (small_[end_]->nodes() != 0) ++end_;
+    return s;
+  }
+
+  // Merges every small run into the large run, then empties them (invariant (2)).
+  Status merge() {
+    if (end_ == 0) return Status::OK();
+    // The small runs' keys in order, each with the newest run's value: their cursors side
+    // by side.
+    std::vector<typename run::cursor> cursors;
+    cursors.reserve(end_);
+    for (std::size_t i = 0; i < end_; ++i) {
+      cursors.emplace_back(*small_[i], true);
+      if (Status s = cursors.back().seek_to_first(); !s.ok()) return s;
+    }
+    std::vector<change> changes;
+    std::string keys;  // the merged keys, back to back: changes' keys point into it
+    std::vector<std::size_t> key_ends;
+    while (true) {
+      std::size_t newest = end_;
+      for (std::size_t i = end_; i-- > 0;) {
+        if (cursors[i].valid() && (newest == end_ || cursors[i].key() < cursors[newest].key())) {
+          newest = i;
+        }
+      }
+      if (newest == end_) break;
+      const std::size_t at = keys.size();
+      keys.append(cursors[newest].key());
+      key_ends.push_back(keys.size());
+      changes.push_back({{}, cursors[newest].value(), false});
+      const std::string_view key(keys.data() + at, keys.size() - at);  // until keys grows
+      for (std::size_t i = 0; i < end_; ++i) {
+        if (i != newest && cursors[i].valid() && cursors[i].key() == key) {
+          if (Status s = cursors[i].next(); !s.ok()) return s;
+        }
+      }
+      if (Status s = cursors[newest].next(); !s.ok()) return s;
+    }
+    for (std::size_t i = 0, at = 0; i < changes.size(); at = key_ends[i], ++i) {
+      changes[i].key = std::string_view(keys.data() + at, key_ends[i] - at);
+    }
+    // The values point into the small runs, which stay until the large run is written.
+    if (Status s = large_.apply(changes); !s.ok()) return s;
+    for (std::size_t i = 0; i < end_; ++i) small_[i]->clear();
+    end_ = 0;
+    return Status::OK();
+  }
+
+  // The value of `key` into *value: OK, NotFound, or Corruption.
+  Status get(std::string_view key, std::string* value, bool verify = true) const {
+    const std::uint32_t hash = key_hash(key);
+    for (const auto& r : small_) r->prefetch_filter(hash);
+    for (std::size_t i = kPackedSmallRuns; i-- > 0;) {
+      if (!small_[i]->may_hold(hash)) continue;
+      Status s = small_[i]->get_past_filter(key, value, verify);
+      if (!s.IsNotFound()) return s;
+    }
+    return large_.get(key, value, verify);
+  }
+
+  // The tier's keys in order, each with its value (the newest run's). Moves as a run's
+  // cursor does (pinned per move, beside a writer). A step that finds any run changed since
+  // the cursor last sought, before or after it moved the runs' cursors, seeks every run
+  // again past the key it left, the small runs newest first and the large run last, so that
+  // keys a merge moves from a small run into the large one are not missed.
+  class cursor {
+   public:
+    cursor(const packed_tier& tier, bool verify) : tier_(&tier) {
+      for (const auto& r : tier.small_) parts_.emplace_back(*r, verify);
+      parts_.emplace_back(tier.large_, verify);
+      generations_.resize(parts_.size());
+    }
+
+    // At the first key at least `key` (!valid() if there is none).
+    Status seek(std::string_view key) { return seek_all(key, false); }
+    Status seek_to_first() { return seek_all({}, false); }
+    // REQUIRES: valid().
+    Status next() {
+      resume_.assign(key_);
+      if (!changed()) {
+        for (auto& p : parts_) {
+          if (p.valid() && p.key() == key_) {
+            if (Status s = p.next(); !s.ok()) return fail(s);
+          }
+        }
+        settle();
+        // Moved on runs that did not change, unless one changed while they moved.
+        if (!changed()) return Status::OK();
+      }
+      return seek_all(resume_, true);
+    }
+    bool valid() const { return current_ != kNone; }
+    // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
+    std::string_view key() const { return key_; }
+    std::string_view value() const { return parts_[current_].value(); }
+
+   private:
+    static constexpr std::size_t kNone = ~std::size_t{0};
+    const run& part(std::size_t i) const {
+      return i < kPackedSmallRuns ? *tier_->small_[i] : tier_->large_;
+    }
+    bool changed() const {
+      for (std::size_t i = 0; i < parts_.size(); ++i) {
+        if (part(i).generation() != generations_[i]) return true;
+      }
+      return false;
+    }
+    // Seeks every part at `key` (keys are never empty: "" is the first), the small runs
+    // newest first and the large run last (thread safety, above); with `past`, then steps
+    // past `key` itself.
+    Status seek_all(std::string_view key, bool past) {
+      for (std::size_t n = parts_.size(); n-- > 0;) {
+        const std::size_t i = n == 0 ? kPackedSmallRuns : n - 1;  // 23 .. 0, then the large
+        generations_[i] = part(i).generation();
+        Status s = parts_[i].seek(key);
+        if (!s.ok()) return fail(s);
+        if (past && parts_[i].valid() && parts_[i].key() == key) {
+          if (s = parts_[i].next(); !s.ok()) return fail(s);
+        }
+      }
+      return settle();
+    }
+    // At the smallest key of the parts, from the newest part that holds it: the highest
+    // small slot, the large run last.
+    Status settle() {
+      current_ = kNone;
+      for (std::size_t n = parts_.size(); n-- > 0;) {
+        const std::size_t i = n == 0 ? kPackedSmallRuns : n - 1;  // newest first
+        if (parts_[i].valid() &&
+            (current_ == kNone || parts_[i].key() < parts_[current_].key())) {
+          current_ = i;
+        }
+      }
+      if (current_ != kNone) key_.assign(parts_[current_].key());
+      return Status::OK();
+    }
+    Status fail(const Status& s) {
+      current_ = kNone;
+      return s;
+    }
+
+    const packed_tier* tier_;
+    std::vector<typename run::cursor> parts_;  // the small runs by slot, then the large run
+    std::vector<std::uint64_t> generations_;   // of each part's index when it last sought
+    std::size_t current_ = kNone;
+    std::string key_, resume_;
+  };
+
+ private:
+  // A word's place: its own offset in the pool.
+  static word_place place_of(const alloc::pool& pool, const void* word) {
+    return {static_cast<std::uint64_t>(static_cast<const std::byte*>(word) - pool.base()),
+            word_field::packed_next};
+  }
+  // Applies the erasures of keys `r` holds (the rest would rewrite its nodes for nothing).
+  static Status erase_from(run& r, const std::vector<change>& erasures) {
+    std::vector<change> held;
+    std::string value;
+    for (const change& c : erasures) {
+      Status s = r.get(c.key, &value);
+      if (s.ok()) {
+        held.push_back(c);
+      } else if (!s.IsNotFound()) {
+        return s;
+      }
+    }
+    return held.empty() ? Status::OK() : r.apply(held);
+  }
+
+  run large_;
+  std::vector<std::unique_ptr<run>> small_;  // by slot: a higher slot is newer
+  std::size_t end_ = 0;  // the writer's: the slot the next flush fills
+};
+
+}  // namespace flintkv::internal
