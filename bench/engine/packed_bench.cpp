@@ -26,7 +26,9 @@
 //   seek      a run cursor's seek to a uniformly random key, then it and the 10 records after
 //             it (the peers' seekrandom: Seek + 10 Next), each record checked and its key and
 //             value copied out.
-// Counters on every benchmark: bytes_per_key (the run's blocks over the keys).
+//   tier_get, tier_seek  get and seek through a packed tier (packed_tier.hpp) of the same keys,
+//             all in its large run: the tier's own cost over the run's.
+// Counters on the run's benchmarks: bytes_per_key (the run's blocks over the keys).
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -42,6 +44,7 @@
 #include <vector>
 
 #include "flintkv/internal/packed_run.hpp"
+#include "flintkv/internal/packed_tier.hpp"
 #include "workload.hpp"
 
 namespace {
@@ -64,6 +67,7 @@ constexpr std::size_t kSmallRuns = 25;
 struct bench_root {
   flit::persist<in::stored_offset, policy> head;
   flit::persist<in::stored_offset, policy> small[kSmallRuns];  // the tiered benchmark's
+  in::packed_tier_root<policy> tier;                           // tier_store's
 };
 in::word_place small_place(std::size_t i) {
   return {in::kRootHolder + 64 * (i + 1), in::word_field::packed_next};
@@ -121,6 +125,38 @@ struct store {
 
 store& the_store() {
   static store s;
+  return s;
+}
+
+// The same keys and values in a packed tier (packed_tier.hpp) of its own pool: flushed as
+// one batch, then merged, so that its large run holds them all and its small runs are empty.
+struct tier_store {
+  using tier_type = in::packed_tier<policy, mode>;
+  store base;  // its own pool and run, unused but for the pool and heap
+  std::unique_ptr<tier_type> tier;
+
+  tier_store() {
+    auto* root = base.pool->root_as<bench_root>();
+    tier_type::make_empty(*base.pool, &root->tier);
+    in::durable<policy, mode>::fence();
+    base.run->clear();
+    tier = std::make_unique<tier_type>(*base.pool, *base.heap, &root->tier, kNode);
+    store::check(tier->recover(false));
+    flintkv::tools::key_formatter formatter(kKeySize);
+    std::vector<std::string> k(base.keys);
+    std::vector<run_type::change> changes(base.keys);
+    std::size_t position = 0;
+    for (std::uint64_t i = 0; i < base.keys; ++i) {
+      k[i] = formatter.key(i);
+      changes[i] = {k[i], base.values.next(position), false};
+    }
+    store::check(tier->flush(changes));
+    store::check(tier->merge());
+  }
+};
+
+tier_store& the_tier() {
+  static tier_store s;
   return s;
 }
 
@@ -325,6 +361,39 @@ void BM_Seek(benchmark::State& state) {
   s.count(state);
 }
 BENCHMARK(BM_Seek)->Name("seek")->UseRealTime();
+
+// get and seek through a tier whose keys are all in its large run: what the tier's own
+// work costs (its empty small runs passed, its cursor's checks that no run changed).
+void BM_TierGet(benchmark::State& state) {
+  tier_store& t = the_tier();
+  flintkv::tools::key_formatter formatter(kKeySize);
+  flintkv::tools::random_source random(301);
+  std::string value;
+  for (auto _ : state) {
+    store::check(t.tier->get(formatter.key(random.uniform(t.base.keys)), &value));
+  }
+}
+BENCHMARK(BM_TierGet)->Name("tier_get")->UseRealTime();
+
+void BM_TierSeek(benchmark::State& state) {
+  tier_store& t = the_tier();
+  flintkv::tools::key_formatter formatter(kKeySize);
+  flintkv::tools::random_source random(302);
+  std::string key, value;
+  tier_store::tier_type::cursor cursor(*t.tier, true);
+  for (auto _ : state) {
+    store::check(cursor.seek(formatter.key(random.uniform(t.base.keys))));
+    for (int step = 0; cursor.valid(); ++step) {  // the Seek's key, then 10 Next
+      key.assign(cursor.key());
+      value.assign(cursor.value());
+      benchmark::DoNotOptimize(key.data());
+      benchmark::DoNotOptimize(value.data());
+      if (step == 10) break;
+      store::check(cursor.next());
+    }
+  }
+}
+BENCHMARK(BM_TierSeek)->Name("tier_seek")->UseRealTime();
 
 }  // namespace
 

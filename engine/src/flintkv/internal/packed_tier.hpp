@@ -11,8 +11,8 @@
 // are written.
 //
 // Invariants (of the durable state, at every persistence event):
-//  (1) The small runs that hold keys are slots [first, end): a flush fills slot end, a merge
-//      empties them from the oldest up, and only a merge empties a run.
+//  (1) No small run at or above slot `end` holds a key: a flush fills slot end (and then
+//      end moves up), a merge empties every slot from the oldest up (and end goes to 0).
 //  (2) Each key's value is the newest run's: a merge writes into the large run the newest
 //      small run's value of each key before it empties any small run, and empties the
 //      oldest first, so a crash inside it leaves each key the value it had.
@@ -35,6 +35,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -47,7 +49,7 @@
 
 namespace flintkv::internal {
 
-inline constexpr std::size_t kPackedSmallRuns = 24;
+inline constexpr std::size_t kPackedSmallRuns = 24;  // at most 32: slots are bits of a word
 
 // The tier's words in the pool: each run's head.
 template <class Policy>
@@ -85,11 +87,16 @@ class packed_tier {
   Status recover(bool mark_live) {
     Status first = large_.recover(mark_live);
     end_ = 0;
+    std::uint32_t occupied = 0;
     for (std::size_t i = 0; i < kPackedSmallRuns; ++i) {
       Status s = small_[i]->recover(mark_live);
       if (!s.ok() && first.ok()) first = s;
-      if (small_[i]->nodes() != 0) end_ = i + 1;
+      if (small_[i]->nodes() != 0) {
+        end_ = i + 1;
+        occupied |= slot_bit(i);
+      }
     }
+    occupied_.store(occupied, std::memory_order_release);
     return first;
   }
 
@@ -123,7 +130,10 @@ class packed_tier {
     if (puts.empty()) return Status::OK();
     // An empty run takes a batch whole: its nodes, then one store of its head.
     Status s = small_[end_]->apply(puts);
-    if (small_[end_]->nodes() != 0) ++end_;
+    if (small_[end_]->nodes() != 0) {
+      occupied_.fetch_or(slot_bit(end_), std::memory_order_release);
+      ++end_;
+    }
     return s;
   }
 
@@ -166,46 +176,53 @@ class packed_tier {
     }
     // The values point into the small runs, which stay until the large run is written.
     if (Status s = large_.apply(changes); !s.ok()) return s;
-    for (std::size_t i = 0; i < end_; ++i) small_[i]->clear();
+    for (std::size_t i = 0; i < end_; ++i) {
+      small_[i]->clear();
+      occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
+    }
     end_ = 0;
     return Status::OK();
   }
 
   // The value of `key` into *value: OK, NotFound, or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
-    const std::uint32_t hash = key_hash(key);
-    for (const auto& r : small_) r->prefetch_filter(hash);
-    for (std::size_t i = kPackedSmallRuns; i-- > 0;) {
-      if (!small_[i]->may_hold(hash)) continue;
-      Status s = small_[i]->get_past_filter(key, value, verify);
-      if (!s.IsNotFound()) return s;
+    const std::uint32_t occupied = occupied_.load(std::memory_order_acquire);
+    if (occupied != 0) {
+      const std::uint32_t hash = key_hash(key);
+      for (std::uint32_t m = occupied; m != 0; m &= m - 1) {
+        small_[static_cast<std::size_t>(std::countr_zero(m))]->prefetch_filter(hash);
+      }
+      for (std::uint32_t m = occupied; m != 0;) {  // the highest slot first
+        const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
+        m &= ~slot_bit(i);
+        if (!small_[i]->may_hold(hash)) continue;
+        Status s = small_[i]->get_past_filter(key, value, verify);
+        if (!s.IsNotFound()) return s;
+      }
     }
     return large_.get(key, value, verify);
   }
 
   // The tier's keys in order, each with its value (the newest run's). Moves as a run's
-  // cursor does (pinned per move, beside a writer). A step that finds any run changed since
-  // the cursor last sought, before or after it moved the runs' cursors, seeks every run
-  // again past the key it left, the small runs newest first and the large run last, so that
-  // keys a merge moves from a small run into the large one are not missed.
+  // cursor does (pinned per move, beside a writer). A step that finds the tier changed since
+  // the cursor last sought (a small run written or emptied, or any of its runs' indexes
+  // replaced), before or after it moved the runs' cursors, seeks the runs again past the key
+  // it left, the small runs newest first and the large run last, so that keys a merge moves
+  // from a small run into the large one are not missed.
   class cursor {
    public:
-    cursor(const packed_tier& tier, bool verify) : tier_(&tier) {
-      for (const auto& r : tier.small_) parts_.emplace_back(*r, verify);
-      parts_.emplace_back(tier.large_, verify);
-      generations_.resize(parts_.size());
-    }
+    cursor(const packed_tier& tier, bool verify) : tier_(&tier), verify_(verify) {}
 
     // At the first key at least `key` (!valid() if there is none).
     Status seek(std::string_view key) { return seek_all(key, false); }
     Status seek_to_first() { return seek_all({}, false); }
     // REQUIRES: valid().
     Status next() {
-      resume_.assign(key_);
+      resume_.assign(key());
       if (!changed()) {
-        for (auto& p : parts_) {
-          if (p.valid() && p.key() == key_) {
-            if (Status s = p.next(); !s.ok()) return fail(s);
+        for (part& p : parts_) {
+          if (p.c.valid() && p.c.key() == resume_) {
+            if (Status s = p.c.next(); !s.ok()) return fail(s);
           }
         }
         settle();
@@ -214,61 +231,70 @@ class packed_tier {
       }
       return seek_all(resume_, true);
     }
-    bool valid() const { return current_ != kNone; }
+    bool valid() const { return current_ != nullptr; }
     // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
-    std::string_view key() const { return key_; }
-    std::string_view value() const { return parts_[current_].value(); }
+    std::string_view key() const { return current_->c.key(); }
+    std::string_view value() const { return current_->c.value(); }
 
    private:
-    static constexpr std::size_t kNone = ~std::size_t{0};
-    const run& part(std::size_t i) const {
-      return i < kPackedSmallRuns ? *tier_->small_[i] : tier_->large_;
-    }
+    struct part {
+      const run* r;
+      typename run::cursor c;
+      std::uint64_t generation;  // of r's index when c last sought
+    };
     bool changed() const {
-      for (std::size_t i = 0; i < parts_.size(); ++i) {
-        if (part(i).generation() != generations_[i]) return true;
+      if (tier_->occupied_.load(std::memory_order_acquire) != occupied_) return true;
+      for (const part& p : parts_) {
+        if (p.r->generation() != p.generation) return true;
       }
       return false;
     }
-    // Seeks every part at `key` (keys are never empty: "" is the first), the small runs
-    // newest first and the large run last (thread safety, above); with `past`, then steps
-    // past `key` itself.
+    // Seeks the runs at `key` (keys are never empty: "" is the first), the small runs that
+    // hold keys newest first and the large run last (thread safety, above); with `past`,
+    // then steps past `key` itself. The parts are made again only when the occupied slots
+    // changed, so that their cursors keep their buffers.
     Status seek_all(std::string_view key, bool past) {
-      for (std::size_t n = parts_.size(); n-- > 0;) {
-        const std::size_t i = n == 0 ? kPackedSmallRuns : n - 1;  // 23 .. 0, then the large
-        generations_[i] = part(i).generation();
-        Status s = parts_[i].seek(key);
+      const std::uint32_t occupied = tier_->occupied_.load(std::memory_order_acquire);
+      if (parts_.empty() || occupied != occupied_) {
+        parts_.clear();
+        for (std::uint32_t m = occupied; m != 0;) {
+          const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
+          m &= ~slot_bit(i);
+          parts_.push_back({tier_->small_[i].get(), typename run::cursor(*tier_->small_[i], verify_), 0});
+        }
+        parts_.push_back({&tier_->large_, typename run::cursor(tier_->large_, verify_), 0});
+        occupied_ = occupied;
+      }
+      for (part& p : parts_) {
+        p.generation = p.r->generation();
+        Status s = p.c.seek(key);
         if (!s.ok()) return fail(s);
-        if (past && parts_[i].valid() && parts_[i].key() == key) {
-          if (s = parts_[i].next(); !s.ok()) return fail(s);
+        if (past && p.c.valid() && p.c.key() == key) {
+          if (s = p.c.next(); !s.ok()) return fail(s);
         }
       }
       return settle();
     }
-    // At the smallest key of the parts, from the newest part that holds it: the highest
-    // small slot, the large run last.
+    // At the smallest key of the parts, from the newest part that holds it (parts are
+    // newest first).
     Status settle() {
-      current_ = kNone;
-      for (std::size_t n = parts_.size(); n-- > 0;) {
-        const std::size_t i = n == 0 ? kPackedSmallRuns : n - 1;  // newest first
-        if (parts_[i].valid() &&
-            (current_ == kNone || parts_[i].key() < parts_[current_].key())) {
-          current_ = i;
-        }
+      current_ = nullptr;
+      for (part& p : parts_) {
+        if (p.c.valid() && (current_ == nullptr || p.c.key() < current_->c.key())) current_ = &p;
       }
-      if (current_ != kNone) key_.assign(parts_[current_].key());
       return Status::OK();
     }
     Status fail(const Status& s) {
-      current_ = kNone;
+      current_ = nullptr;
       return s;
     }
 
     const packed_tier* tier_;
-    std::vector<typename run::cursor> parts_;  // the small runs by slot, then the large run
-    std::vector<std::uint64_t> generations_;   // of each part's index when it last sought
-    std::size_t current_ = kNone;
-    std::string key_, resume_;
+    bool verify_;
+    std::vector<part> parts_;  // the occupied small runs, newest first, then the large run
+    std::uint32_t occupied_ = 0;  // the tier's occupied slots when parts_ was made
+    const part* current_ = nullptr;
+    std::string resume_;  // the key a step leaves
   };
 
  private:
@@ -292,9 +318,15 @@ class packed_tier {
     return held.empty() ? Status::OK() : r.apply(held);
   }
 
+  static constexpr std::uint32_t slot_bit(std::size_t i) { return std::uint32_t{1} << i; }
+
   run large_;
   std::vector<std::unique_ptr<run>> small_;  // by slot: a higher slot is newer
   std::size_t end_ = 0;  // the writer's: the slot the next flush fills
+  // The slots whose runs may hold keys, for readers: a bit is set once its run is written
+  // and cleared once it is emptied, so a reader that finds a bit clear finds the large run
+  // holding what the run held (invariant (2)).
+  std::atomic<std::uint32_t> occupied_{0};
 };
 
 }  // namespace flintkv::internal
