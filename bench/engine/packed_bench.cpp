@@ -12,17 +12,14 @@
 //             packed tier's writing, on one core. Counters: keys/s (merged), node_bytes_per_key
 //             (the blocks of the nodes the batch's keys are in afterwards, which it wrote,
 //             over B).
-//   tiered/B  25 batches of B random keys, each packed into a small run of its own, then the
-//             small runs merged into the large run as one batch and emptied: keys/s (of the
-//             25 batches) and node_bytes_per_key (the small runs' nodes and the large run's
-//             nodes the merge wrote, over the keys).
+//   tiered/B  a packed tier's writing (packed_tier.hpp, the same keys in a pool of its own):
+//             24 batches of B random keys flushed, each a small run, then merged into the
+//             large run: keys/s (of the 24 batches) and node_bytes_per_key (the small runs'
+//             nodes and the large run's nodes the merge wrote, over the keys).
 //   get       a uniformly random key's value: the index's binary search, the node's header
 //             check, its fingerprints, the record's check and compare, the value copied out.
-//   tiered_get/F  a Get through 25 small runs of 4096 random keys, newest first, each with a
-//             key filter of F bits a key (none at 0), then the large run (the key hashed
-//             once, the 25 filters' lines requested together): what a Get costs
-//             while small runs wait to be merged. Counter: in_small (the share of Gets the
-//             small runs answered).
+//   tiered_get  a Get through the tier with 24 small runs of 4096 random keys in front of its
+//             large run (key filters of 10 bits a key, asked first).
 //   seek      a run cursor's seek to a uniformly random key, then it and the 10 records after
 //             it (the peers' seekrandom: Seek + 10 Next), each record checked and its key and
 //             value copied out.
@@ -63,15 +60,10 @@ std::size_t num_keys() {
   return n != nullptr ? std::stoull(n) : 1000000;
 }
 
-constexpr std::size_t kSmallRuns = 25;
 struct bench_root {
   flit::persist<in::stored_offset, policy> head;
-  flit::persist<in::stored_offset, policy> small[kSmallRuns];  // the tiered benchmark's
-  in::packed_tier_root<policy> tier;                           // tier_store's
+  in::packed_tier_root<policy> tier;  // tier_store's
 };
-in::word_place small_place(std::size_t i) {
-  return {in::kRootHolder + 64 * (i + 1), in::word_field::packed_next};
-}
 
 struct store {
   std::size_t keys = num_keys();
@@ -83,7 +75,8 @@ struct store {
   const flintkv::tools::value_source values{kValueSize, flintkv::tools::kValueSeed};
   std::size_t value_position = 0;
 
-  store() {
+  // With `fill`, every key, in one sorted batch, into the run.
+  explicit store(bool fill = true) {
     void* p = mmap(nullptr, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
@@ -98,7 +91,13 @@ struct store {
     run_type::make_empty(&root->head, kHeadPlace);
     run = std::make_unique<run_type>(*pool, *heap, &root->head, kHeadPlace, kNode);
     check(run->recover(false));
-    // Every key, in one sorted batch.
+    if (fill) {
+      every_key([&](std::span<const run_type::change> changes) { return run->apply(changes); });
+    }
+  }
+  // Writes every key with a value, in one sorted batch, by `write`.
+  template <class Write>
+  void every_key(Write write) {
     flintkv::tools::key_formatter formatter(kKeySize);
     std::vector<std::string> k(keys);
     std::vector<run_type::change> changes(keys);
@@ -106,7 +105,7 @@ struct store {
       k[i] = formatter.key(i);
       changes[i] = {k[i], values.next(value_position), false};
     }
-    check(run->apply(changes));
+    check(write(std::span<const run_type::change>(changes)));
   }
   ~store() {
     run.reset();
@@ -132,25 +131,16 @@ store& the_store() {
 // one batch, then merged, so that its large run holds them all and its small runs are empty.
 struct tier_store {
   using tier_type = in::packed_tier<policy, mode>;
-  store base;  // its own pool and run, unused but for the pool and heap
+  store base{false};  // the pool, its heap and the values; its run stays empty
   std::unique_ptr<tier_type> tier;
 
   tier_store() {
     auto* root = base.pool->root_as<bench_root>();
     tier_type::make_empty(*base.pool, &root->tier);
     in::durable<policy, mode>::fence();
-    base.run->clear();
     tier = std::make_unique<tier_type>(*base.pool, *base.heap, &root->tier, kNode);
     store::check(tier->recover(false));
-    flintkv::tools::key_formatter formatter(kKeySize);
-    std::vector<std::string> k(base.keys);
-    std::vector<run_type::change> changes(base.keys);
-    std::size_t position = 0;
-    for (std::uint64_t i = 0; i < base.keys; ++i) {
-      k[i] = formatter.key(i);
-      changes[i] = {k[i], base.values.next(position), false};
-    }
-    store::check(tier->flush(changes));
+    base.every_key([&](std::span<const run_type::change> changes) { return tier->flush(changes); });
     store::check(tier->merge());
   }
 };
@@ -174,13 +164,13 @@ void pick_batch(store& s, std::size_t n, flintkv::tools::random_source& random,
   for (const auto& [k, v] : *picked) changes->push_back({k, v, false});
 }
 
-// The bytes of the large run's nodes a merge of `changes` wrote: the nodes its keys are in
-// now (each written once).
-double written_by(const store& s, const std::vector<run_type::change>& changes) {
+// The bytes of the nodes of `run` a merge of `changes` wrote: the nodes its keys are in now
+// (each written once).
+double written_by(const run_type& run, std::span<const run_type::change> changes) {
   std::size_t touched = 0;
   std::optional<in::node_offset> last;
   for (const auto& c : changes) {
-    const auto at = s.run->locate(c.key);
+    const auto at = run.locate(c.key);
     if (at && (!last || at->first != *last)) {
       ++touched;
       last = at->first;
@@ -202,7 +192,7 @@ void BM_Merge(benchmark::State& state) {
     state.ResumeTiming();
     store::check(s.run->apply(changes));
     state.PauseTiming();
-    written += written_by(s, changes);
+    written += written_by(*s.run, changes);
     state.ResumeTiming();
   }
   state.counters["keys/s"] = benchmark::Counter(
@@ -214,73 +204,46 @@ void BM_Merge(benchmark::State& state) {
 }
 BENCHMARK(BM_Merge)->Name("merge")->Arg(4096)->Arg(32768)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// 25 batches of B random keys, each written as a small run of its own, then the 25 runs
-// merged into the large run as one batch (the newest value of a key written twice) and
+// A tier's writing: 24 batches of B random keys flushed (each a small run of its own), then
+// merged into the large run (the newest value of a key written twice), the small runs
 // emptied: the other way to large batches (engine-design.md, "The packed tier").
 void BM_Tiered(benchmark::State& state) {
-  store& s = the_store();
+  tier_store& t = the_tier();
   const auto batch = static_cast<std::size_t>(state.range(0));
   flintkv::tools::random_source random(303);
-  auto* root = s.pool->root_as<bench_root>();
-  std::vector<std::unique_ptr<run_type>> small;
-  for (std::size_t i = 0; i < kSmallRuns; ++i) {
-    run_type::make_empty(&root->small[i], small_place(i));
-    small.push_back(std::make_unique<run_type>(*s.pool, *s.heap, &root->small[i],
-                                               small_place(i), kNode));
-    store::check(small.back()->recover(false));
-  }
   std::map<std::string, std::string_view> picked;
   std::vector<run_type::change> changes;
-  std::string keys;  // the merged batch's keys, back to back
-  std::vector<std::pair<std::size_t, std::size_t>> key_spans;
+  std::vector<std::string> merged;  // the keys of a merge, for its bytes written
   double written = 0;
   for (auto _ : state) {
-    for (std::size_t r = 0; r < kSmallRuns; ++r) {
-      state.PauseTiming();
-      pick_batch(s, batch, random, &picked, &changes);
-      state.ResumeTiming();
-      store::check(small[r]->apply(changes));
-      written += static_cast<double>(small[r]->nodes() * kNode);
-    }
-    // The merge of the small runs: their cursors side by side, the smallest key next, the
-    // newest run's value where runs share a key.
-    std::vector<run_type::cursor> cursors;
-    for (auto& run : small) {
-      cursors.emplace_back(*run, true);
-      store::check(cursors.back().seek_to_first());
-    }
-    changes.clear();
-    keys.clear();
-    key_spans.clear();
-    while (true) {
-      std::size_t newest = kSmallRuns;
-      for (std::size_t r = kSmallRuns; r-- > 0;) {
-        if (!cursors[r].valid()) continue;
-        if (newest == kSmallRuns || cursors[r].key() < cursors[newest].key()) newest = r;
-      }
-      if (newest == kSmallRuns) break;
-      const std::string k(cursors[newest].key());
-      key_spans.push_back({keys.size(), k.size()});
-      keys += k;
-      changes.push_back({{}, cursors[newest].value(), false});
-      for (auto& c : cursors) {
-        if (c.valid() && c.key() == k) store::check(c.next());
-      }
-    }
-    for (std::size_t i = 0; i < changes.size(); ++i) {
-      changes[i].key = std::string_view(keys).substr(key_spans[i].first, key_spans[i].second);
-    }
-    store::check(s.run->apply(changes));
     state.PauseTiming();
-    written += written_by(s, changes);
+    merged.clear();
     state.ResumeTiming();
-    for (auto& run : small) run->clear();
+    for (std::size_t r = 0; r < in::kPackedSmallRuns; ++r) {
+      state.PauseTiming();
+      pick_batch(t.base, batch, random, &picked, &changes);
+      for (const auto& c : changes) merged.emplace_back(c.key);
+      state.ResumeTiming();
+      store::check(t.tier->flush(changes));
+    }
+    state.PauseTiming();
+    for (std::size_t slot = 0; slot < in::kPackedSmallRuns; ++slot) {
+      written += static_cast<double>(t.tier->small(slot).nodes() * kNode);
+    }
+    state.ResumeTiming();
+    store::check(t.tier->merge());
+    state.PauseTiming();
+    std::sort(merged.begin(), merged.end());
+    merged.erase(std::unique(merged.begin(), merged.end()), merged.end());
+    changes.clear();
+    for (const auto& k : merged) changes.push_back({k, {}, false});
+    written += written_by(t.tier->large(), changes);
+    state.ResumeTiming();
   }
-  const double keys_in = static_cast<double>(kSmallRuns * batch) *
+  const double keys_in = static_cast<double>(in::kPackedSmallRuns * batch) *
                          static_cast<double>(state.iterations());
   state.counters["keys/s"] = benchmark::Counter(keys_in, benchmark::Counter::kIsRate);
   state.counters["node_bytes_per_key"] = written / keys_in;
-  s.count(state);
 }
 BENCHMARK(BM_Tiered)->Name("tiered")->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -296,50 +259,26 @@ void BM_Get(benchmark::State& state) {
 }
 BENCHMARK(BM_Get)->Name("get")->UseRealTime();
 
-// A Get through the tiered layout: 25 small runs of 4096 random keys each (filters of F bits
-// a key, none at 0) in front of the large run, looked in newest first.
+// A Get through a tier with 24 small runs of 4096 random keys each in front of its large
+// run (their filters asked first): what a Get costs while small runs wait to be merged.
 void BM_TieredGet(benchmark::State& state) {
-  store& s = the_store();
-  const auto filter_bits = static_cast<unsigned>(state.range(0));
+  tier_store& t = the_tier();
   constexpr std::size_t kSmallKeys = 4096;
   flintkv::tools::random_source random(304);
-  auto* root = s.pool->root_as<bench_root>();
-  std::vector<std::unique_ptr<run_type>> small;
   std::map<std::string, std::string_view> picked;
   std::vector<run_type::change> changes;
-  for (std::size_t i = 0; i < kSmallRuns; ++i) {
-    run_type::make_empty(&root->small[i], small_place(i));
-    small.push_back(std::make_unique<run_type>(*s.pool, *s.heap, &root->small[i], small_place(i),
-                                               kNode, nullptr, filter_bits));
-    store::check(small.back()->recover(false));
-    pick_batch(s, kSmallKeys, random, &picked, &changes);
-    store::check(small.back()->apply(changes));
+  for (std::size_t r = 0; r < in::kPackedSmallRuns; ++r) {
+    pick_batch(t.base, kSmallKeys, random, &picked, &changes);
+    store::check(t.tier->flush(changes));
   }
   flintkv::tools::key_formatter formatter(kKeySize);
   std::string value;
-  std::size_t in_small = 0;
   for (auto _ : state) {
-    const std::string_view key = formatter.key(random.uniform(s.keys));
-    // The key hashed once, the filters' lines requested together, then the runs newest
-    // first.
-    const std::uint32_t hash = in::key_hash(key);
-    for (const auto& run : small) run->prefetch_filter(hash);
-    flintkv::Status found = flintkv::Status::NotFound("");
-    for (std::size_t r = kSmallRuns; r-- > 0 && found.IsNotFound();) {
-      if (small[r]->may_hold(hash)) found = small[r]->get_past_filter(key, &value);
-    }
-    if (found.ok()) {
-      ++in_small;
-    } else {
-      store::check(s.run->get(key, &value));
-    }
+    store::check(t.tier->get(formatter.key(random.uniform(t.base.keys)), &value));
   }
-  for (auto& run : small) run->clear();
-  state.counters["in_small"] =
-      static_cast<double>(in_small) / static_cast<double>(state.iterations());
-  s.count(state);
+  store::check(t.tier->merge());
 }
-BENCHMARK(BM_TieredGet)->Name("tiered_get")->Arg(0)->Arg(10)->UseRealTime();
+BENCHMARK(BM_TieredGet)->Name("tiered_get")->UseRealTime();
 
 void BM_Seek(benchmark::State& state) {
   store& s = the_store();

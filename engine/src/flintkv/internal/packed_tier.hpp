@@ -107,6 +107,9 @@ class packed_tier {
     return n;
   }
   bool full() const { return end_ == kPackedSmallRuns; }
+  // The runs, for statistics (the writer's thread, or pinned).
+  const run& large() const { return large_; }
+  const run& small(std::size_t slot) const { return *small_[slot]; }
   // The blocks' bytes of every run, for space accounting.
   std::size_t block_bytes() const {
     std::size_t n = large_.block_bytes();
