@@ -280,15 +280,16 @@ void BM_TieredGet(benchmark::State& state) {
 }
 BENCHMARK(BM_TieredGet)->Name("tiered_get")->UseRealTime();
 
-void BM_Seek(benchmark::State& state) {
-  store& s = the_store();
+// The peers' seekrandom on a cursor: a seek to a uniformly random key of `keys`, then it and
+// the 10 keys after it (Seek + 10 Next), each key and value copied out.
+template <class Cursor>
+void seek_and_next(benchmark::State& state, Cursor& cursor, std::size_t keys) {
   flintkv::tools::key_formatter formatter(kKeySize);
   flintkv::tools::random_source random(302);
   std::string key, value;
-  run_type::cursor cursor(*s.run, true);
   for (auto _ : state) {
-    store::check(cursor.seek(formatter.key(random.uniform(s.keys))));
-    for (int step = 0; cursor.valid(); ++step) {  // the Seek's key, then 10 Next
+    store::check(cursor.seek(formatter.key(random.uniform(keys))));
+    for (int step = 0; cursor.valid(); ++step) {
       key.assign(cursor.key());
       value.assign(cursor.value());
       benchmark::DoNotOptimize(key.data());
@@ -297,6 +298,12 @@ void BM_Seek(benchmark::State& state) {
       store::check(cursor.next());
     }
   }
+}
+
+void BM_Seek(benchmark::State& state) {
+  store& s = the_store();
+  run_type::cursor cursor(*s.run, true);
+  seek_and_next(state, cursor, s.keys);
   s.count(state);
 }
 BENCHMARK(BM_Seek)->Name("seek")->UseRealTime();
@@ -316,21 +323,8 @@ BENCHMARK(BM_TierGet)->Name("tier_get")->UseRealTime();
 
 void BM_TierSeek(benchmark::State& state) {
   tier_store& t = the_tier();
-  flintkv::tools::key_formatter formatter(kKeySize);
-  flintkv::tools::random_source random(302);
-  std::string key, value;
   tier_store::tier_type::cursor cursor(*t.tier, true);
-  for (auto _ : state) {
-    store::check(cursor.seek(formatter.key(random.uniform(t.base.keys))));
-    for (int step = 0; cursor.valid(); ++step) {  // the Seek's key, then 10 Next
-      key.assign(cursor.key());
-      value.assign(cursor.value());
-      benchmark::DoNotOptimize(key.data());
-      benchmark::DoNotOptimize(value.data());
-      if (step == 10) break;
-      store::check(cursor.next());
-    }
-  }
+  seek_and_next(state, cursor, t.base.keys);
 }
 BENCHMARK(BM_TierSeek)->Name("tier_seek")->UseRealTime();
 

@@ -186,6 +186,71 @@ using configs = ::testing::Types<config<hw_hashed, manual>, config<hw_adjacent, 
                                  config<hw_hashed, automatic>>;
 TYPED_TEST_SUITE(PackedRunTest, configs);
 
+// A random batch: up to `most` keys of [0, keys), a third erased, the rest with values of
+// up to 100 bytes and now and then one of 3000 to 73000.
+std::map<std::string, std::optional<std::string>> random_batch(std::mt19937_64& rng,
+                                                               std::size_t most,
+                                                               std::uint64_t keys) {
+  std::map<std::string, std::optional<std::string>> b;
+  const std::size_t n = 1 + rng() % most;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string k = key_of(rng() % keys);
+    if (rng() % 3 == 0) {
+      b[k] = std::nullopt;
+    } else {
+      const std::size_t size = rng() % 55 == 0 ? 3000 + rng() % 70000 : rng() % 100;
+      b[k] = std::string(size, static_cast<char>('a' + rng() % 26));
+    }
+  }
+  return b;
+}
+
+// Applies batch `b` to map `m`, and expects `store` (a run or a tier, which took it) to read
+// each of its keys as `m` does.
+template <class Store>
+void expect_batch_read(const Store& store, const std::map<std::string, std::optional<std::string>>& b,
+                       std::map<std::string, std::string>* m) {
+  for (const auto& [k, v] : b) {
+    if (v) {
+      (*m)[k] = *v;
+    } else {
+      m->erase(k);
+    }
+    std::string got;
+    const Status s = store.get(k, &got);
+    if (v) {
+      ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
+      ASSERT_EQ(got, *v);
+    } else {
+      ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
+    }
+  }
+}
+
+// Seeks a cursor of `store` to keys of [0, keys), between keys and past the ends, 20 times,
+// and steps it as m's iterators step.
+template <class Cursor, class Store>
+void expect_seeks_as_map(const Store& store, const std::map<std::string, std::string>& m,
+                         std::mt19937_64& rng, std::uint64_t keys) {
+  Cursor cur(store, true);
+  for (int seek = 0; seek < 20; ++seek) {
+    std::string probe = key_of(rng() % (keys + 100));
+    if (seek % 3 == 0) probe += '!';
+    if (seek == 0) probe = "";
+    ASSERT_TRUE(cur.seek(probe).ok());
+    auto it = m.lower_bound(probe);
+    for (int step = 0; step < 30 && it != m.end(); ++step, ++it) {
+      ASSERT_TRUE(cur.valid()) << probe << " step " << step;
+      ASSERT_EQ(cur.key(), it->first);
+      ASSERT_EQ(cur.value(), it->second);
+      ASSERT_TRUE(cur.next().ok());
+    }
+    if (it == m.end()) {
+      EXPECT_FALSE(cur.valid());
+    }
+  }
+}
+
 TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
   using fx = typename TestFixture::fx;
   // (node bytes, key filter bits): a filtered run answers as an unfiltered one.
@@ -197,53 +262,11 @@ TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
     std::map<std::string, std::string> m;
     std::mt19937_64 rng(node_bytes + filter_bits);
     for (int batch = 0; batch < 150; ++batch) {
-      std::map<std::string, std::optional<std::string>> b;
-      const std::size_t n = 1 + rng() % (batch % 10 == 0 ? 2000 : 60);
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::string k = key_of(rng() % 5000);
-        if (rng() % 3 == 0) {
-          b[k] = std::nullopt;
-        } else {
-          const std::size_t size = rng() % 50 == 0 ? 3000 + rng() % 70000 : rng() % 100;
-          b[k] = std::string(size, static_cast<char>('a' + rng() % 26));
-        }
-      }
-      const auto changes = TestFixture::changes_of(b);
-      ASSERT_TRUE(f.run->apply(changes).ok());
-      for (const auto& [k, v] : b) {
-        if (v) {
-          m[k] = *v;
-        } else {
-          m.erase(k);
-        }
-        std::string got;
-        const Status s = f.run->get(k, &got);
-        if (v) {
-          ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
-          ASSERT_EQ(got, *v);
-        } else {
-          ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
-        }
-      }
+      const auto b = random_batch(rng, batch % 10 == 0 ? 2000 : 60, 5000);
+      ASSERT_TRUE(f.run->apply(TestFixture::changes_of(b)).ok());
+      expect_batch_read(*f.run, b, &m);
       if (batch % 25 == 24) TestFixture::expect_same(f, m);
-      // Cursors: seeks to keys, between keys and past the ends, then steps, as the map has it.
-      typename fx::run_type::cursor cur(*f.run, true);
-      for (int seek = 0; seek < 20; ++seek) {
-        std::string probe = key_of(rng() % 5100);
-        if (seek % 3 == 0) probe += '!';
-        if (seek == 0) probe = "";
-        ASSERT_TRUE(cur.seek(probe).ok());
-        auto it = m.lower_bound(probe);
-        for (int step = 0; step < 30 && it != m.end(); ++step, ++it) {
-          ASSERT_TRUE(cur.valid()) << probe << " step " << step;
-          ASSERT_EQ(cur.key(), it->first);
-          ASSERT_EQ(cur.value(), it->second);
-          ASSERT_TRUE(cur.next().ok());
-        }
-        if (it == m.end()) {
-          EXPECT_FALSE(cur.valid());
-        }
-      }
+      expect_seeks_as_map<typename fx::run_type::cursor>(*f.run, m, rng, 5000);
       if (batch % 50 == 49) {
         ASSERT_TRUE(f.recover().ok());
         TestFixture::expect_same(f, m);
@@ -630,17 +653,7 @@ TYPED_TEST(PackedTierTest, AnswersAsAMapDoes) {
     }
   };
   for (int batch = 0; batch < 300; ++batch) {
-    std::map<std::string, std::optional<std::string>> b;
-    const std::size_t n = 1 + rng() % (batch % 10 == 0 ? 1500 : 80);
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::string k = key_of(rng() % 4000);
-      if (rng() % 3 == 0) {
-        b[k] = std::nullopt;
-      } else {
-        const std::size_t size = rng() % 60 == 0 ? 3000 + rng() % 70000 : rng() % 100;
-        b[k] = std::string(size, static_cast<char>('a' + rng() % 26));
-      }
-    }
+    const auto b = random_batch(rng, batch % 10 == 0 ? 1500 : 80, 4000);
     const auto changes = TestFixture::changes_of(b);
     Status s = f.tier->flush(changes);
     if (s.IsBusy()) {
@@ -656,39 +669,10 @@ TYPED_TEST(PackedTierTest, AnswersAsAMapDoes) {
       ASSERT_TRUE(f.tier->merge().ok());
       ++merges;
     }
-    for (const auto& [k, v] : b) {
-      if (v) {
-        m[k] = *v;
-      } else {
-        m.erase(k);
-      }
-      std::string got;
-      s = f.tier->get(k, &got);
-      if (v) {
-        ASSERT_TRUE(s.ok()) << k << ": " << s.ToString();
-        ASSERT_EQ(got, *v);
-      } else {
-        ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
-      }
-    }
+    expect_batch_read(*f.tier, b, &m);
     if (batch % 30 == 29) {
       expect_same();
-      tier_cursor cur(*f.tier, true);
-      for (int seek = 0; seek < 20; ++seek) {
-        std::string probe = key_of(rng() % 4100);
-        if (seek % 3 == 0) probe += '!';
-        ASSERT_TRUE(cur.seek(probe).ok());
-        auto it = m.lower_bound(probe);
-        for (int step = 0; step < 30 && it != m.end(); ++step, ++it) {
-          ASSERT_TRUE(cur.valid()) << probe << " step " << step;
-          ASSERT_EQ(cur.key(), it->first);
-          ASSERT_EQ(cur.value(), it->second);
-          ASSERT_TRUE(cur.next().ok());
-        }
-        if (it == m.end()) {
-          EXPECT_FALSE(cur.valid());
-        }
-      }
+      expect_seeks_as_map<tier_cursor>(*f.tier, m, rng, 4000);
     }
     if (batch % 100 == 99) {
       // Nothing leaked: recovery finds every block the tier holds, and no other.
@@ -795,6 +779,22 @@ struct subject_support {
     if (s.IsNoSpace()) throw std::bad_alloc();
     if (!s.ok()) throw crashtest::invariant_violation(s.ToString());
   }
+  // A fresh start lays out an empty store (make_empty), fenced; then the store (a run or a
+  // tier) recovers, marking its blocks live on a restart, and the heap finishes recovery.
+  template <class Mode, class Store, class MakeEmpty>
+  static void start_store(Store& store, alloc::persistent_allocator<Policy>& heap,
+                          crashtest::start how, MakeEmpty make_empty) {
+    const bool fresh = how == crashtest::start::fresh;
+    if (fresh) {
+      make_empty();
+      in::durable<Policy, Mode>::fence();
+      Policy::operation_completion();
+    }
+    finish(store.recover(!fresh));
+    if (auto s = heap.finish_recovery(); !s) {
+      throw crashtest::invariant_violation("packed store: " + s.error().to_string());
+    }
+  }
   static std::string encode(std::uint64_t x) {
     std::string s(8, '\0');
     for (int i = 0; i < 8; ++i) s[i] = static_cast<char>(x >> (56 - 8 * i));
@@ -821,18 +821,10 @@ class run_map : subject_support<Policy> {
       : pool_(base::open_pool(m, how)),
         heap_(pool_),
         run_(pool_, heap_, &pool_.root_as<run_root<Policy>>()->head, kHeadPlace, 128) {
-    if (how == crashtest::start::fresh) {
+    base::template start_store<Mode>(run_, heap_, how, [&] {
       in::packed_run<Policy, Mode>::make_empty(&pool_.root_as<run_root<Policy>>()->head,
                                                kHeadPlace);
-      in::durable<Policy, Mode>::fence();
-      Policy::operation_completion();
-      finish(run_.recover(false));
-    } else {
-      finish(run_.recover(true));
-    }
-    if (auto s = heap_.finish_recovery(); !s) {
-      throw crashtest::invariant_violation("packed run: " + s.error().to_string());
-    }
+    });
   }
 
   bool insert(std::uint64_t key, std::uint64_t value) {
@@ -890,17 +882,9 @@ class tier_kv : subject_support<Policy> {
       : pool_(base::open_pool(m, how)),
         heap_(pool_),
         tier_(pool_, heap_, &pool_.root_as<run_root<Policy>>()->tier, 128) {
-    if (how == crashtest::start::fresh) {
+    base::template start_store<Mode>(tier_, heap_, how, [&] {
       tier_type::make_empty(pool_, &pool_.root_as<run_root<Policy>>()->tier);
-      in::durable<Policy, Mode>::fence();
-      Policy::operation_completion();
-      finish(tier_.recover(false));
-    } else {
-      finish(tier_.recover(true));
-    }
-    if (auto s = heap_.finish_recovery(); !s) {
-      throw crashtest::invariant_violation("packed tier: " + s.error().to_string());
-    }
+    });
   }
 
   std::uint64_t put(std::uint64_t key, std::uint64_t value) {
@@ -955,33 +939,39 @@ class tier_kv : subject_support<Policy> {
   std::uint64_t flushes_ = 0;
 };
 
-template <class Placement, class Mode>
-void run_crash_campaign(const std::string& name) {
-  using P = flit_test::on_model<Placement>;
+// A single-threaded campaign of 120 operations at 150 crash points, and its result checked.
+crashtest::campaign_config campaign_of(const std::string& subject, const std::string& name,
+                                       crashtest::workload_config work, std::size_t region_bytes) {
   crashtest::campaign_config c;
-  c.subject = "packed_run";
+  c.subject = subject;
   c.config = name;
-  c.work = {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
-            .key_space = 24, .put_percent = 60, .del_percent = 30};
-  c.region_bytes = run_map<P, Mode>::region_bytes;
+  c.work = work;
+  c.region_bytes = region_bytes;
   c.points = 150;
-  const auto r = crashtest::run_set_campaign<run_map<P, Mode>>(c);
+  return c;
+}
+void expect_passed(const crashtest::campaign_result& r) {
   EXPECT_EQ(r.failed, 0u) << r.summary;
   EXPECT_GT(r.points, 0u) << r.summary;
 }
+
+template <class Placement, class Mode>
+void run_crash_campaign(const std::string& name) {
+  using subject = run_map<flit_test::on_model<Placement>, Mode>;
+  expect_passed(crashtest::run_set_campaign<subject>(campaign_of(
+      "packed_run", name,
+      {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
+       .key_space = 24, .put_percent = 60, .del_percent = 30},
+      subject::region_bytes)));
+}
 template <class Placement, class Mode>
 void tier_crash_campaign(const std::string& name) {
-  using P = flit_test::on_model<Placement>;
-  crashtest::campaign_config c;
-  c.subject = "packed_tier";
-  c.config = name;
-  c.work = {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
-            .key_space = 12, .put_percent = 60, .del_percent = 25, .batch_percent = 0};
-  c.region_bytes = tier_kv<P, Mode>::region_bytes;
-  c.points = 150;
-  const auto r = crashtest::run_kv_campaign<tier_kv<P, Mode>>(c);
-  EXPECT_EQ(r.failed, 0u) << r.summary;
-  EXPECT_GT(r.points, 0u) << r.summary;
+  using subject = tier_kv<flit_test::on_model<Placement>, Mode>;
+  expect_passed(crashtest::run_kv_campaign<subject>(campaign_of(
+      "packed_tier", name,
+      {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
+       .key_space = 12, .put_percent = 60, .del_percent = 25, .batch_percent = 0},
+      subject::region_bytes)));
 }
 
 TEST(PackedRunCampaign, ManualHashed) { run_crash_campaign<flit_test::test_hashed, manual>("manual hashed"); }
