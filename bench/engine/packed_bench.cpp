@@ -136,7 +136,7 @@ struct tier_store {
 
   tier_store() {
     auto* root = base.pool->root_as<bench_root>();
-    tier_type::make_empty(*base.pool, &root->tier);
+    tier_type::make_empty(*base.pool, &root->tier, kNode);
     in::durable<policy, mode>::fence();
     tier = std::make_unique<tier_type>(*base.pool, *base.heap, &root->tier, kNode);
     store::check(tier->recover(false));

@@ -93,7 +93,7 @@ struct fixture {
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
                                      epochs.get(), filter_bits);
     EXPECT_TRUE(run->recover(false).ok());
-    tier_type::make_empty(*pool, &root()->tier);
+    tier_type::make_empty(*pool, &root()->tier, node_bytes);
     in::durable<Policy, Mode>::fence();
     tier = std::make_unique<tier_type>(*pool, *heap, &root()->tier, node_bytes, epochs.get());
     EXPECT_TRUE(tier->recover(false).ok());
@@ -708,6 +708,41 @@ TYPED_TEST(PackedTierTest, CursorCarriesOnAcrossFlushesAndMerges) {
   }
 }
 
+// A tier opened with another node size than it was written with is refused before any run
+// is read or any block marked (recovery marks blocks at that size), and a damaged node size
+// word is Corruption; opened right, it reads as before.
+TYPED_TEST(PackedTierTest, AnotherNodeSizeIsRefused) {
+  using fx = typename TestFixture::fx;
+  fx f(64 << 20, 256);
+  std::mt19937_64 rng(3);
+  std::map<std::string, std::string> m;
+  const auto b = random_batch(rng, 500, 1000);
+  ASSERT_TRUE(f.tier->flush(TestFixture::changes_of(b)).ok());
+  ASSERT_TRUE(f.tier->merge().ok());
+  expect_batch_read(*f.tier, b, &m);
+  const auto open_with = [&](std::size_t node_bytes) {
+    f.tier.reset();
+    f.heap = std::make_unique<alloc::persistent_allocator<typename TypeParam::policy>>(*f.pool);
+    f.tier = std::make_unique<typename fx::tier_type>(*f.pool, *f.heap, &f.root()->tier, node_bytes);
+    return f.tier->recover(true);
+  };
+  const Status other = open_with(4096);
+  EXPECT_TRUE(other.IsInvalidArgument()) << other.ToString();
+  EXPECT_EQ(f.heap->stats().in_use_bytes, 0u);
+  auto* word = reinterpret_cast<unsigned char*>(&f.root()->tier.node_bytes);
+  word[1] ^= 1;
+  const Status damaged = open_with(256);
+  EXPECT_TRUE(damaged.IsCorruption()) << damaged.ToString();
+  word[1] ^= 1;
+  ASSERT_TRUE(open_with(256).ok());
+  ASSERT_TRUE(f.heap->finish_recovery());
+  std::string value;
+  for (const auto& [k, v] : m) {
+    ASSERT_TRUE(f.tier->get(k, &value).ok()) << k;
+    EXPECT_EQ(value, v);
+  }
+}
+
 // The readers' check above, on a tier: the writer flushes each batch, and merges when every
 // slot is taken and after one batch in eight, so that readers meet merges moving keys from
 // small runs into the large run and emptying them.
@@ -883,7 +918,7 @@ class tier_kv : subject_support<Policy> {
         heap_(pool_),
         tier_(pool_, heap_, &pool_.root_as<run_root<Policy>>()->tier, 128) {
     base::template start_store<Mode>(tier_, heap_, how, [&] {
-      tier_type::make_empty(pool_, &pool_.root_as<run_root<Policy>>()->tier);
+      tier_type::make_empty(pool_, &pool_.root_as<run_root<Policy>>()->tier, 128);
     });
   }
 

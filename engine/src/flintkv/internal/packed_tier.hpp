@@ -51,11 +51,14 @@ namespace flintkv::internal {
 
 inline constexpr std::size_t kPackedSmallRuns = 24;  // at most 32: slots are bits of a word
 
-// The tier's words in the pool: each run's head.
+// The tier's words in the pool: each run's head, and the size of the nodes its runs were
+// written with (a checked word), which recovery compares with the size it is opened with:
+// a run's blocks are marked live at that size (packed_run.hpp).
 template <class Policy>
 struct packed_tier_root {
   flit::persist<stored_offset, Policy> large;
   std::array<flit::persist<stored_offset, Policy>, kPackedSmallRuns> small;
+  flit::persist<word63, Policy> node_bytes;
 };
 
 template <class Policy, class Mode>
@@ -65,10 +68,13 @@ class packed_tier {
   using change = typename run::change;
   using root = packed_tier_root<Policy>;
 
-  // Writes an empty tier's heads, written back; the caller fences.
-  static void make_empty(const alloc::pool& pool, root* r) {
+  // Writes an empty tier's heads and its node size, written back; the caller fences.
+  static void make_empty(const alloc::pool& pool, root* r, std::size_t node_bytes) {
     run::make_empty(&r->large, place_of(pool, &r->large));
     for (auto& head : r->small) run::make_empty(&head, place_of(pool, &head));
+    durable<Policy, Mode>::put(r->node_bytes,
+                               word63{checked_word(node_bytes, size_place(pool, &r->node_bytes))});
+    durable<Policy, Mode>::flush(r->node_bytes);
   }
 
   // The tier whose heads are *r, with nodes of `node_bytes` and small runs' key filters of
@@ -76,15 +82,28 @@ class packed_tier {
   // run beside the writer (thread safety, above).
   packed_tier(const alloc::pool& pool, typename run::heap& h, root* r, std::size_t node_bytes,
               alloc::epoch_domain* epochs = nullptr, unsigned filter_bits_per_key = 10)
-      : large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs) {
+      : pool_(pool),
+        root_(r),
+        node_bytes_(node_bytes),
+        large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs) {
     for (auto& head : r->small) {
       small_.push_back(std::make_unique<run>(pool, h, &head, place_of(pool, &head), node_bytes,
                                              epochs, filter_bits_per_key));
     }
   }
 
-  // Recovers every run (packed_run::recover); the first Corruption met is returned.
+  // Recovers every run (packed_run::recover); the first Corruption met is returned. A tier
+  // written with another node size is InvalidArgument, its node size word damaged is
+  // Corruption; then no run is read and no block marked.
   Status recover(bool mark_live) {
+    const auto written = checked_payload(durable<Policy, Mode>::get(root_->node_bytes).bits,
+                                         size_place(pool_, &root_->node_bytes));
+    if (!written) return Status::Corruption("packed tier: a damaged node size word");
+    if (*written != node_bytes_) {
+      return Status::InvalidArgument("packed tier: written with nodes of " +
+                                     std::to_string(*written) + " bytes, opened with " +
+                                     std::to_string(node_bytes_));
+    }
     Status first = large_.recover(mark_live);
     end_ = 0;
     std::uint32_t occupied = 0;
@@ -301,10 +320,14 @@ class packed_tier {
   };
 
  private:
-  // A word's place: its own offset in the pool.
+  // A head's place: its own offset in the pool (a root's word is never a node's, whose
+  // holder is the node's offset). The node size word's: its offset, as a shape.
   static word_place place_of(const alloc::pool& pool, const void* word) {
     return {static_cast<std::uint64_t>(static_cast<const std::byte*>(word) - pool.base()),
             word_field::packed_next};
+  }
+  static word_place size_place(const alloc::pool& pool, const void* word) {
+    return {place_of(pool, word).holder, word_field::packed_shape};
   }
   // Applies the erasures of keys `r` holds (the rest would rewrite its nodes for nothing).
   static Status erase_from(run& r, const std::vector<change>& erasures) {
@@ -323,6 +346,9 @@ class packed_tier {
 
   static constexpr std::uint32_t slot_bit(std::size_t i) { return std::uint32_t{1} << i; }
 
+  const alloc::pool& pool_;
+  root* root_;
+  std::size_t node_bytes_;
   run large_;
   std::vector<std::unique_ptr<run>> small_;  // by slot: a higher slot is newer
   std::size_t end_ = 0;  // the writer's: the slot the next flush fills
