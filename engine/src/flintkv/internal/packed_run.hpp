@@ -329,18 +329,7 @@ class packed_run {
     // changed; it stays the batch's own until the batch ends, whatever it publishes.
     const index_type* base = &current();
     const std::vector<ref>& index = base->refs;
-    // With readers, the nodes a batch unlinks come back only when an index that does not
-    // name them is published: at the batch's end, or before, when the pool runs out.
-    bool sliced = false;
     std::vector<ref> out;
-    // Publishes the run as the swaps so far left it: the nodes made, then the base's from
-    // `from` on.
-    const auto publish_slice = [&](std::size_t from) {
-      std::vector<ref> now = out;
-      now.insert(now.end(), index.begin() + static_cast<std::ptrdiff_t>(from), index.end());
-      publish(std::move(now), base);
-      sliced = true;
-    };
     out.reserve(index.size() + 1);
     Status status;
     head_word* pred = head_;
@@ -375,9 +364,14 @@ class packed_run {
       }
       status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
       if (status.IsNoSpace() && epochs_ != nullptr && !(retired_.empty() && unlinked_.empty())) {
-        // The blocks this batch unlinked may be enough: give them back now, and try again.
+        // The blocks this batch unlinked may be enough: give them back now, by publishing the
+        // run as the swaps so far left it (the nodes made, then the base's from node j on),
+        // and try again. (With readers, unlinked nodes come back only when an index that
+        // does not name them is published.)
         settle();
-        publish_slice(j);
+        std::vector<ref> now = out;
+        now.insert(now.end(), index.begin() + static_cast<std::ptrdiff_t>(j), index.end());
+        publish(std::move(now), base);
         status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
       }
       if (!status.ok()) break;
@@ -387,8 +381,8 @@ class packed_run {
     out.insert(out.end(), index.begin() + static_cast<std::ptrdiff_t>(j), index.end());
     settle();
     durable<Policy, Mode>::complete();
-    publish(std::move(out), sliced ? base : nullptr);
-    if (sliced) retire(base);
+    publish(std::move(out), base);
+    retire(base);
     return status;
   }
 
@@ -417,7 +411,8 @@ class packed_run {
   const index_type& current() const { return *index_.load(std::memory_order_acquire); }
   // Makes `refs` the index: the old one, and the nodes that swaps unlinked, go to the
   // epoch domain (or at once, without one), since no reader can reach them from the new one.
-  // `keep` (a batch's base index) is not retired here when it is the one replaced.
+  // `keep` (a batch's base index, which the batch retires itself at its end) is not retired
+  // here when it is the one replaced.
   void publish(std::vector<ref> refs, const index_type* keep = nullptr) {
     const index_type* old = index_.load(std::memory_order_relaxed);
     auto* made = new index_type(std::move(refs), old->generation + 1);

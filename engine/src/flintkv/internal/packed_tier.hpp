@@ -119,11 +119,9 @@ class packed_tier {
     return first;
   }
 
-  // Small runs holding keys, and whether a flush has a slot left.
+  // Small runs that may hold keys (the occupied slots), and whether a flush has a slot left.
   std::size_t small_runs() const {
-    std::size_t n = 0;
-    for (const auto& r : small_) n += r->nodes() != 0 ? 1 : 0;
-    return n;
+    return static_cast<std::size_t>(std::popcount(occupied_.load(std::memory_order_acquire)));
   }
   bool full() const { return end_ == kPackedSmallRuns; }
   // The runs, for statistics (the writer's thread, or pinned).
