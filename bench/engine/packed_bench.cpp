@@ -16,6 +16,10 @@
 //             24 batches of B random keys flushed, each a small run, then merged into the
 //             large run: keys/s (of the 24 batches) and node_bytes_per_key (the small runs'
 //             nodes and the large run's nodes the merge wrote, over the keys).
+//   tiered_shared/B/S  tiered/B in a tier with an epoch domain (readers beside its writer
+//             may be pinned; none is here), whose merges into the large run give old nodes
+//             back after each slice (S = 1, packed_run's default) or only at their end
+//             (S = 0): keys/s, and pool_resident_MiB (the pool's pages touched by the end).
 //   get       a uniformly random key's value: the index's binary search, the node's header
 //             check, its fingerprints, the record's check and compare, the value copied out.
 //   tiered_get  a Get through the tier with 24 small runs of 4096 random keys in front of its
@@ -129,19 +133,35 @@ store& the_store() {
 
 // The same keys and values in a packed tier (packed_tier.hpp) of its own pool: flushed as
 // one batch, then merged, so that its large run holds them all and its small runs are empty.
+// With `shared`, the tier has an epoch domain, as one with readers beside its writer has.
 struct tier_store {
   using tier_type = in::packed_tier<policy, mode>;
   store base{false};  // the pool, its heap and the values; its run stays empty
+  std::unique_ptr<alloc::epoch_domain> epochs;
   std::unique_ptr<tier_type> tier;
 
-  tier_store() {
+  explicit tier_store(bool shared = false) {
+    if (shared) epochs = std::make_unique<alloc::epoch_domain>();
     auto* root = base.pool->root_as<bench_root>();
     tier_type::make_empty(*base.pool, &root->tier, kNode);
     in::durable<policy, mode>::fence();
-    tier = std::make_unique<tier_type>(*base.pool, *base.heap, &root->tier, kNode);
+    tier = std::make_unique<tier_type>(*base.pool, *base.heap, &root->tier, kNode, epochs.get());
     store::check(tier->recover(false));
     base.every_key([&](std::span<const run_type::change> changes) { return tier->flush(changes); });
     store::check(tier->merge());
+  }
+  ~tier_store() {
+    tier.reset();
+    for (int i = 0; epochs && epochs->pending() != 0 && i < 8; ++i) epochs->collect();
+  }
+  // The pool's pages touched so far (they count in the process's resident memory).
+  double resident_mib() const {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> in((base.region_bytes + page - 1) / page);
+    if (mincore(base.region, base.region_bytes, in.data()) != 0) throw std::runtime_error("mincore");
+    std::size_t touched = 0;
+    for (unsigned char c : in) touched += c & 1;
+    return static_cast<double>(touched * page) / (1 << 20);
   }
 };
 
@@ -207,8 +227,7 @@ BENCHMARK(BM_Merge)->Name("merge")->Arg(4096)->Arg(32768)->Unit(benchmark::kMill
 // A tier's writing: 24 batches of B random keys flushed (each a small run of its own), then
 // merged into the large run (the newest value of a key written twice), the small runs
 // emptied: the other way to large batches (engine-design.md, "The packed tier").
-void BM_Tiered(benchmark::State& state) {
-  tier_store& t = the_tier();
+void tiered_rounds(benchmark::State& state, tier_store& t) {
   const auto batch = static_cast<std::size_t>(state.range(0));
   flintkv::tools::random_source random(303);
   std::map<std::string, std::string_view> picked;
@@ -245,7 +264,26 @@ void BM_Tiered(benchmark::State& state) {
   state.counters["keys/s"] = benchmark::Counter(keys_in, benchmark::Counter::kIsRate);
   state.counters["node_bytes_per_key"] = written / keys_in;
 }
+
+void BM_Tiered(benchmark::State& state) { tiered_rounds(state, the_tier()); }
 BENCHMARK(BM_Tiered)->Name("tiered")->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// tiered/B with an epoch domain, as beside readers, whose merges publish the large run
+// after each slice of old nodes (sliced = 1) or only at their end (0), each in a store of its
+// own: keys/s, and the pool's pages touched by the end.
+void BM_TieredShared(benchmark::State& state) {
+  static tier_store stores[2]{tier_store(true), tier_store(true)};
+  tier_store& t = stores[state.range(1)];
+  if (state.range(1) == 0) t.tier->set_slice_bytes(SIZE_MAX);
+  tiered_rounds(state, t);
+  state.counters["pool_resident_MiB"] = t.resident_mib();
+}
+BENCHMARK(BM_TieredShared)
+    ->Name("tiered_shared")
+    ->Args({4096, 1})
+    ->Args({4096, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_Get(benchmark::State& state) {
   store& s = the_store();

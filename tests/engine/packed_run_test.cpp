@@ -307,6 +307,40 @@ TYPED_TEST(PackedRunTest, ErasingEveryKeyGivesEveryBlockBack) {
   EXPECT_TRUE(f.run->get(key_of(7), &v).ok());
 }
 
+// The bytes of [p, p + n) (page-aligned) the process has touched: its resident pages.
+std::size_t resident_bytes(void* p, std::size_t n) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in((n + page - 1) / page);
+  if (mincore(p, n, in.data()) != 0) throw std::runtime_error("mincore");
+  std::size_t touched = 0;
+  for (unsigned char c : in) touched += c & 1;
+  return touched * page;
+}
+
+// A mapped pool's touched pages count in the process's resident memory. With readers, a
+// batch over every node of a run gives the old nodes back a slice at a time, so the pages it
+// touches beyond the run's own are about a slice's, not a second run's (a batch that gave
+// them back at its end grew them by the run's size: 15 MiB here; a run of less than 32 MiB
+// slices at kSliceBytes).
+TYPED_TEST(PackedRunTest, ABatchOverTheWholeRunHoldsASliceOfOldNodes) {
+  using fx = typename TestFixture::fx;
+  constexpr std::size_t kSlice = fx::run_type::kSliceBytes;
+  fx f(128 << 20, 4096, true);
+  std::map<std::string, std::optional<std::string>> first, second;
+  std::map<std::string, std::string> m;
+  for (std::uint64_t k = 0; k < 200000; ++k) {
+    first[key_of(k)] = std::string(64, 'a');
+    second[key_of(k)] = m[key_of(k)] = std::string(64, 'b');
+  }
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(first)).ok());
+  const std::size_t run_bytes = f.run->block_bytes();
+  ASSERT_GT(run_bytes, 4 * kSlice);
+  const std::size_t before = resident_bytes(f.region, f.bytes);
+  ASSERT_TRUE(f.run->apply(TestFixture::changes_of(second)).ok());
+  EXPECT_LT(resident_bytes(f.region, f.bytes) - before, 2 * kSlice) << "of a run of " << run_bytes;
+  TestFixture::expect_same(f, m);
+}
+
 TYPED_TEST(PackedRunTest, DamageIsReportedNotRead) {
   using fx = typename TestFixture::fx;
   std::map<std::string, std::optional<std::string>> puts;
@@ -610,8 +644,11 @@ void check_readers_beside_writer(
   EXPECT_GT(batch, kMinBatches);
 }
 
+// With slices of 4 KiB (a few nodes), so that readers also meet the run as a batch left it
+// between two nodes, and old nodes given back while the batch goes on.
 TEST(PackedRunReaders, GetsAndScansBesideBatches) {
   reader_fixture f(64 << 20, 256, true);
+  f.run->set_slice_bytes(4096);
   check_readers_beside_writer(f, *f.run, [&](std::span<const reader_change> c) {
     return f.run->apply(c);
   });
@@ -745,9 +782,10 @@ TYPED_TEST(PackedTierTest, AnotherNodeSizeIsRefused) {
 
 // The readers' check above, on a tier: the writer flushes each batch, and merges when every
 // slot is taken and after one batch in eight, so that readers meet merges moving keys from
-// small runs into the large run and emptying them.
+// small runs into the large run (in slices of 4 KiB) and emptying them.
 TEST(PackedTierReaders, GetsAndScansBesideFlushesAndMerges) {
   reader_fixture f(64 << 20, 256, true);
+  f.tier->set_slice_bytes(4096);
   std::mt19937_64 rng(5);
   std::size_t merges = 0;
   check_readers_beside_writer(f, *f.tier, [&](std::span<const reader_change> c) {

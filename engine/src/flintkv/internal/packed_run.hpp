@@ -27,10 +27,11 @@
 // reader beside it: one thread at a time. With one (the constructor's `epochs`), readers
 // (get, locate, cursors, for_each, nodes, block_bytes) run on any threads beside the writer,
 // each pinned in that domain from the call until it is done with what the call returned; the
-// writer is not pinned. Readers see the run as the last batch finished (or the one before):
-// the index is an immutable object, replaced whole at a batch's end and retired to the
-// domain, and a node unlinked by a batch is retired to the domain once the index that named
-// it is replaced, so a reader's node is never freed under it. A cursor unpinned between moves
+// writer is not pinned. Readers see the run as a batch left it at its end, or after one of
+// its slices (of its old nodes; a batch is atomic per node, invariant (2)): the index
+// is an immutable object, replaced whole then and retired to the domain, and a node unlinked
+// by a batch is retired to the domain once the index that named it is replaced, so a
+// reader's node is never freed under it. A cursor unpinned between moves
 // carries on by its key across batches (cursor, below).
 // Persistence: apply's changes are durable when it returns.
 #pragma once
@@ -62,6 +63,14 @@ class packed_run {
   using head_word = flit::persist<stored_offset, Policy>;
   using heap = alloc::persistent_allocator<Policy>;
   using view = packed_view<Policy, Mode>;
+
+  // With readers, a batch publishes the run as it stands after each slice of old nodes, so
+  // that old nodes come back while it runs (apply): a slice is a sixteenth of the run's
+  // bytes, or kSliceBytes if more. Each publication copies the index (about a millisecond
+  // at a million keys), so a batch over the whole run publishes a bounded number of times,
+  // and holds at most a slice's old and new nodes at once.
+  static constexpr std::size_t kSliceBytes = std::size_t{2} << 20;
+  static constexpr std::size_t kSlicesPerRun = 16;
 
   // A node of the index: its first key and its block.
   struct ref {
@@ -321,6 +330,11 @@ class packed_run {
     return Status::OK();
   }
 
+  // Sets the bytes of old nodes in a slice of a batch with readers, instead of the share of
+  // the run above (the readers' tests set small slices, so that batches publish between
+  // nodes; SIZE_MAX publishes only at the batch's end).
+  void set_slice_bytes(std::size_t bytes) { slice_bytes_ = bytes; }
+
   // Applies `changes` (sorted by key, no key twice): durable when it returns OK. Errors:
   // NoSpace (the changes to the nodes not reached yet are not applied), Corruption (a node
   // met is damaged; nothing of it is applied).
@@ -336,6 +350,12 @@ class packed_run {
     word_place pred_place = head_place_;
     std::size_t c = 0;
     std::size_t j = 0;
+    std::size_t sliced = 0;  // bytes of old nodes unlinked since the last publication
+    std::size_t slice = slice_bytes_;
+    if (slice == 0) {
+      for (const ref& r : index) slice += r.bytes;
+      slice = std::max(kSliceBytes, slice / kSlicesPerRun);
+    }
     if (index.empty() && !changes.empty()) {
       // No node yet: every change is a key of the first nodes.
       status = replace(nullptr, changes, node_offset{0}, &pred, &pred_place, &out);
@@ -364,19 +384,19 @@ class packed_run {
       }
       status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
       if (status.IsNoSpace() && epochs_ != nullptr && !(retired_.empty() && unlinked_.empty())) {
-        // The blocks this batch unlinked may be enough: give them back now, by publishing the
-        // run as the swaps so far left it (the nodes made, then the base's from node j on),
-        // and try again. (With readers, unlinked nodes come back only when an index that
-        // does not name them is published.)
-        settle();
-        std::vector<ref> now = out;
-        now.insert(now.end(), index.begin() + static_cast<std::ptrdiff_t>(j), index.end());
-        publish(std::move(now), base);
+        // The blocks this batch unlinked may be enough: give them back now and try again.
+        publish_so_far(out, *base, j);
         status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
       }
       if (!status.ok()) break;
       retired_.push_back(r.at);
       c = e;
+      if (epochs_ != nullptr && (sliced += r.bytes) >= slice) {
+        // A slice's old nodes go back before the batch goes on, so that a batch over the
+        // whole run holds a slice's old and new nodes at once, not the run's twice over.
+        publish_so_far(out, *base, j + 1);
+        sliced = 0;
+      }
     }
     out.insert(out.end(), index.begin() + static_cast<std::ptrdiff_t>(j), index.end());
     settle();
@@ -425,6 +445,18 @@ class packed_run {
     // Two advances, when no reader holds them back, reclaim what was retired so far.
     epochs_->collect();
     epochs_->collect();
+  }
+  // With readers, unlinked nodes come back only once an index that does not name them is
+  // published: publishes the run as a batch's swaps so far left it (the nodes made, `out`,
+  // then the base's from node `from` on), which gives back what the batch unlinked unless
+  // a reader is still pinned. The base stays the batch's own.
+  void publish_so_far(const std::vector<ref>& out, const index_type& base, std::size_t from) {
+    settle();
+    std::vector<ref> now;
+    now.reserve(out.size() + base.refs.size() - from);
+    now.insert(now.end(), out.begin(), out.end());
+    now.insert(now.end(), base.refs.begin() + static_cast<std::ptrdiff_t>(from), base.refs.end());
+    publish(std::move(now), &base);
   }
   // An index no longer published: to the epoch domain, or deleted without one.
   void retire(const index_type* old) {
@@ -615,6 +647,7 @@ class packed_run {
   std::size_t node_bytes_;
   unsigned filter_bits_per_key_;
   alloc::epoch_domain* epochs_;
+  std::size_t slice_bytes_ = 0;  // set_slice_bytes's, or 0: a share of the run
   std::atomic<const index_type*> index_;  // owned; replaced by publish
   std::vector<node_offset> retired_;   // unlinked by a swap not yet known durable
   std::vector<node_offset> unlinked_;  // unlinked durably, named by the index in use (epochs)

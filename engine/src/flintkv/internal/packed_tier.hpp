@@ -124,6 +124,8 @@ class packed_tier {
     return static_cast<std::size_t>(std::popcount(occupied_.load(std::memory_order_acquire)));
   }
   bool full() const { return end_ == kPackedSmallRuns; }
+  // The slices of a merge into the large run (packed_run::set_slice_bytes).
+  void set_slice_bytes(std::size_t bytes) { large_.set_slice_bytes(bytes); }
   // The runs, for statistics (the writer's thread, or pinned).
   const run& large() const { return large_; }
   const run& small(std::size_t slot) const { return *small_[slot]; }
