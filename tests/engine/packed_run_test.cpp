@@ -31,15 +31,18 @@
 //    of its own small run: the large run's head and every older run's index stay as they
 //    were, while gets and scans answer as a map; a merge leaves no erasure record in the
 //    large run.
-//  - PackedTierCampaign: the tier as a crashtest::kv_subject (overwrites put a key in several
-//    runs) under the crash harness. Emptying the small runs newest first, or erasing from
-//    them before the large run, fails each of its four campaigns.
+//  - PackedTierCampaign: the tier as a crashtest::kv_subject (overwrites and erasures put a
+//    key in several runs) under the crash harness; its state is a cursor's walk, and a get
+//    of every key must agree with it. Each of these fails all four campaigns: emptying the
+//    small runs newest first; a merge that leaves a newest erasure's key in the large run; a
+//    get that passes over an erasure record; a cursor that shows an erased key's older value.
 //  - PackedRunCampaign: the run as a map (crashtest::map_subject: one key per batch) under the
 //    crash harness, in both durability modes and every persistent placement: every image
 //    recovers to a state the history allows, its blocks marked live without conflict.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -1069,9 +1072,9 @@ class run_map : subject_support<Policy> {
 
 // The tier as a crashtest::kv_subject: every put and delete is a flush of one key (each put
 // a small run of its own), in nodes of 128 bytes, with its version kept beside its value;
-// the tier is merged when every slot is taken and after every fifth flush. Overwrites put a
-// key in several runs at once, so that a crash inside a merge, inside the emptying of small
-// runs or inside a flush's erasures shows which run's value wins.
+// the tier is merged when every slot is taken and after every fifth flush. Overwrites and
+// erasures put a key in several runs at once, so that a crash inside a merge or inside the
+// emptying of small runs shows which run's record wins.
 template <class Policy, class Mode>
 class tier_kv : subject_support<Policy> {
   using base = subject_support<Policy>;
@@ -1107,6 +1110,9 @@ class tier_kv : subject_support<Policy> {
     finish(s);
     return read(v);
   }
+  // The tier's keys by a cursor's walk; a get of each key a campaign may use must answer as
+  // the walk does (the harness checks gets only as evidence of writes), so that a get that
+  // passes over an erasure record fails the campaign too.
   std::vector<crashtest::kv_entry> state() const {
     std::vector<crashtest::kv_entry> out;
     typename tier_type::cursor cur(tier_, true);
@@ -1116,8 +1122,25 @@ class tier_kv : subject_support<Policy> {
       out.push_back({decode(cur.key()), r.value, r.version});
     }
     finish(s);
+    std::string v;
+    for (std::uint64_t key = 1; key <= kProbedKeys; ++key) {
+      s = tier_.get(encode(key), &v);
+      if (!s.IsNotFound()) finish(s);
+      const auto walked = std::find_if(out.begin(), out.end(), [&](const crashtest::kv_entry& e) {
+        return e.key == key;
+      });
+      const bool agree = s.ok() ? walked != out.end() && read(v).value == walked->value &&
+                                      read(v).version == walked->version
+                                : walked == out.end();
+      if (!agree) {
+        throw crashtest::invariant_violation("packed tier: a get of key " + std::to_string(key) +
+                                             " answers otherwise than a scan");
+      }
+    }
     return out;
   }
+  // Keys 1 to kProbedKeys: every campaign's key space (tier_crash_campaign).
+  static constexpr std::uint64_t kProbedKeys = 16;
 
  private:
   static crashtest::kv_read read(std::string_view v) {
@@ -1169,10 +1192,12 @@ void run_crash_campaign(const std::string& name) {
 template <class Placement, class Mode>
 void tier_crash_campaign(const std::string& name) {
   using subject = tier_kv<flit_test::on_model<Placement>, Mode>;
+  constexpr std::uint64_t kKeySpace = 12;
+  static_assert(kKeySpace <= subject::kProbedKeys);
   expect_passed(crashtest::run_kv_campaign<subject>(campaign_of(
       "packed_tier", name,
       {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
-       .key_space = 12, .put_percent = 60, .del_percent = 25, .batch_percent = 0},
+       .key_space = kKeySpace, .put_percent = 60, .del_percent = 25, .batch_percent = 0},
       subject::region_bytes)));
 }
 

@@ -377,9 +377,11 @@ int wrong_answers(built<Config>& nodes, const std::vector<std::string>& keys, co
 
 TYPED_TEST(PackedTest, EverySingleBitFlipIsReportedOrHarmless) {
   // One node: keys with a common prefix, an empty value, a value whose size takes two bytes,
-  // and erasures (the first key's, so that the prefix comes from one).
+  // and erasures (the first key's, so that the prefix comes from one): an empty value and
+  // an erasure differ in one bit of the tag.
   records kv;
   for (int i = 0; i < 9; ++i) kv["user:" + decimal_key(i * 3).substr(12)] = std::string(i * 7, 'x');
+  kv["user:0001"] = "";
   kv["user:9999"] = std::string(200, 'y');
   for (const char* erased : {"user:0000", "user:0012", "user:0021", "user:5555"}) kv[erased].reset();
   auto nodes = build<TypeParam>(kv, 1024);
