@@ -798,13 +798,7 @@ TYPED_TEST(PackedTierTest, AFlushWithErasuresLeavesOlderRunsAlone) {
   std::mt19937_64 rng(17);
   const auto flush = [&](const std::map<std::string, std::optional<std::string>>& b) {
     ASSERT_TRUE(f.tier->flush(TestFixture::changes_of(b)).ok());
-    for (const auto& [k, v] : b) {
-      if (v) {
-        m[k] = *v;
-      } else {
-        m.erase(k);
-      }
-    }
+    expect_batch_read(*f.tier, b, &m);
   };
   // Keys 0 to 1999 in the large run; two small runs of overwrites in front of it.
   std::map<std::string, std::optional<std::string>> first;

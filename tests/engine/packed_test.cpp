@@ -357,7 +357,8 @@ int wrong_answers(built<Config>& nodes, const std::vector<std::string>& keys, co
     const auto f = v->find(keys[i], verify);
     using found = decltype(f.kind);
     if (f.kind != found::damaged &&
-        (f.kind != (want ? found::yes : found::erasure) || f.index != i || f.value != value_of(want))) {
+        (f.kind != (want ? found::yes : found::erasure) || f.index != i ||
+         f.value != value_of(want))) {
       ++wrong;
     }
     const auto lb = v->lower_bound(keys[i], verify);
@@ -383,7 +384,9 @@ TYPED_TEST(PackedTest, EverySingleBitFlipIsReportedOrHarmless) {
   for (int i = 0; i < 9; ++i) kv["user:" + decimal_key(i * 3).substr(12)] = std::string(i * 7, 'x');
   kv["user:0001"] = "";
   kv["user:9999"] = std::string(200, 'y');
-  for (const char* erased : {"user:0000", "user:0012", "user:0021", "user:5555"}) kv[erased].reset();
+  for (const char* erased : {"user:0000", "user:0012", "user:0021", "user:5555"}) {
+    kv[erased].reset();
+  }
   auto nodes = build<TypeParam>(kv, 1024);
   ASSERT_EQ(nodes.blocks.size(), 1u);
   std::vector<std::string> keys, absent;

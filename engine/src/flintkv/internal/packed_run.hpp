@@ -20,9 +20,11 @@
 //  (1) The chain from the head names whole nodes, each written and fenced before the store
 //      that first named it, in ascending key order across nodes.
 //  (2) Each node holds, for the keys of its range, the records (values, erasures) of the
-//      batches applied before its swap: a crash inside a batch leaves each key with its value before the batch or
-//      after it (a batch is atomic per node, not as a whole; the engine's per-key list is
-//      to keep every key of a merge until the merge is durable, so the tier needs no more).
+//      batches applied before its swap: a crash inside a batch leaves each key with its
+//      record before the batch or after it (a batch is atomic per node, not as a whole; a
+//      tier's flush writes an empty run, named by one store of its head, and the engine's
+//      per-key list is to keep every key of a merge until the merge is durable, so the
+//      tier needs no more).
 //  (3) A block is freed only after the swap that unlinked it is durable, and every block
 //      the chain names is marked live at recovery: the allocator's contract (U1)-(U3).
 //

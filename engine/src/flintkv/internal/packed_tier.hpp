@@ -199,6 +199,10 @@ class packed_tier {
     // The values point into the small runs, which stay until the large run is written. A
     // removal of a key the large run does not hold leaves its node as it is (packed_run).
     if (Status s = large_.apply(changes); !s.ok()) return s;
+    // Oldest first: between two clears (a crash, or a reader), the runs left are the newest,
+    // so each key's newest record is still the one the large run took. Emptied newest
+    // first, the run of a key's newest record (a value, or an erasure the large run took as
+    // a removal) could go before an older run of an older value, which would answer again.
     for (std::size_t i = 0; i < end_; ++i) {
       small_[i]->clear();
       occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
