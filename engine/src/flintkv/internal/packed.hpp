@@ -32,6 +32,7 @@
 //
 // The kind rides in the tag because suffixes are short: a 16-byte key's tag takes one byte
 // either way, where a flag beside the value's size would make a 64-byte value's varint two.
+// (Only a suffix of 64 to 127 bytes pays: its tag takes two bytes where its size took one.)
 // An erasure is laid out as a record of an empty value, its kind one bit of the tag, so the
 // record's check covers that bit as it covers the sizes: a put and an erasure differ in one
 // bit under the check, never unreported.
