@@ -4,6 +4,10 @@
 //    every key read after each batch, cursors seeking and stepping as the map's iterators
 //    do, and the whole run in order now and then; the run is
 //    recovered from the pool part-way (a new allocator, its blocks marked live) and goes on.
+//  - PackedRunTest.ErasureRecordsAnswerAsAMapDoes: batches whose erasures are recorded or
+//    removals, against a map of each key's record: find reports erasure records (through a
+//    key filter too), get answers as a map of values, cursors stop on erasure records, and
+//    recovery keeps them.
 //  - PackedRunTest.ErasingEveryKeyGivesEveryBlockBack: nothing leaks, across a recovery;
 //    clear() gives every block back at once.
 //  - PackedRunTest.DamageIsReportedNotRead: a flipped byte in a record, a header or the head
@@ -23,15 +27,22 @@
 //    PackedTierReaders.GetsAndScansBesideFlushesAndMerges: the same checks of the packed tier
 //    (packed_tier.hpp), flushed and merged. A tier cursor that does not seek again after a
 //    merge fails the cursor test.
-//  - PackedTierCampaign: the tier as a crashtest::kv_subject (overwrites put a key in several
-//    runs) under the crash harness. Emptying the small runs newest first, or erasing from
-//    them before the large run, fails each of its four campaigns.
+//  - PackedTierTest.AFlushWithErasuresLeavesOlderRunsAlone: a flush's erasures are records
+//    of its own small run: the large run's head and every older run's index stay as they
+//    were, while gets and scans answer as a map; a merge leaves no erasure record in the
+//    large run.
+//  - PackedTierCampaign: the tier as a crashtest::kv_subject (overwrites and erasures put a
+//    key in several runs) under the crash harness; its state is a cursor's walk, and a get
+//    of every key must agree with it. Each of these fails all four campaigns: emptying the
+//    small runs newest first; a merge that leaves a newest erasure's key in the large run; a
+//    get that passes over an erasure record; a cursor that shows an erased key's older value.
 //  - PackedRunCampaign: the run as a map (crashtest::map_subject: one key per batch) under the
 //    crash harness, in both durability modes and every persistent placement: every image
 //    recovers to a state the history allows, its blocks marked live without conflict.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <functional>
@@ -273,6 +284,88 @@ TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
       }
     }
     EXPECT_GT(f.run->nodes(), 1u);
+  }
+}
+
+// Random batches whose erasures are recorded (kept as erasure records) or removals, at
+// random, against a map of each key's record (nullopt: an erasure), in runs with and without
+// a key filter: after each batch, find reports each of its keys' records (an erasure too,
+// past the filter) and get answers as a map of values; now and then a cursor walks every
+// record in order, erasures among them, and for_each every value; the run is recovered
+// part-way (its erasure records checked and kept).
+TYPED_TEST(PackedRunTest, ErasureRecordsAnswerAsAMapDoes) {
+  using fx = typename TestFixture::fx;
+  using run_type = typename fx::run_type;
+  using change = typename TestFixture::change;
+  for (const unsigned filter_bits : {0u, 10u}) {
+    SCOPED_TRACE("filter bits " + std::to_string(filter_bits));
+    fx f(64 << 20, 256, false, filter_bits);
+    std::map<std::string, std::optional<std::string>> m;
+    std::mt19937_64 rng(23 + filter_bits);
+    const auto expect_walk = [&] {
+      typename run_type::cursor cur(*f.run, true);
+      auto it = m.begin();
+      Status s = cur.seek_to_first();
+      for (; s.ok() && cur.valid(); s = cur.next(), ++it) {
+        ASSERT_NE(it, m.end()) << cur.key();
+        ASSERT_EQ(cur.key(), it->first);
+        ASSERT_EQ(cur.erased(), !it->second) << it->first;
+        ASSERT_EQ(cur.value(), it->second.value_or(""));
+      }
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      ASSERT_EQ(it, m.end());
+      std::map<std::string, std::string> values, expected;
+      ASSERT_TRUE(f.run->for_each([&](std::string_view k, std::string_view v) {
+                         values.emplace(k, v);
+                       }).ok());
+      for (const auto& [k, v] : m) {
+        if (v) expected.emplace(k, *v);
+      }
+      ASSERT_EQ(values, expected);
+    };
+    std::size_t erasure_records = 0;
+    for (int batch = 0; batch < 120; ++batch) {
+      const auto b = random_batch(rng, batch % 10 == 0 ? 1000 : 60, 3000);
+      std::vector<change> changes;
+      for (const auto& [k, v] : b) {
+        const bool record = !v && rng() % 2 == 0;
+        changes.push_back({k, v ? std::string_view(*v) : std::string_view(), !v,
+                           record ? run_type::erase_as::record : run_type::erase_as::removal});
+        if (v || record) {
+          m[k] = v;
+        } else {
+          m.erase(k);
+        }
+      }
+      ASSERT_TRUE(f.run->apply(changes).ok());
+      for (const auto& [k, unused] : b) {
+        const auto it = m.find(k);
+        std::string value;
+        in::packed_kind kind;
+        const Status found = f.run->find(k, &value, &kind);
+        const Status got = f.run->get(k, &value);
+        if (it == m.end()) {
+          ASSERT_TRUE(found.IsNotFound()) << k << ": " << found.ToString();
+          ASSERT_TRUE(got.IsNotFound()) << k << ": " << got.ToString();
+        } else if (!it->second) {
+          ASSERT_TRUE(found.ok()) << k << ": " << found.ToString();
+          ASSERT_EQ(kind, in::packed_kind::erasure) << k;
+          ASSERT_TRUE(got.IsNotFound()) << k << ": " << got.ToString();
+          ++erasure_records;
+        } else {
+          ASSERT_TRUE(found.ok()) << k << ": " << found.ToString();
+          ASSERT_EQ(kind, in::packed_kind::value) << k;
+          ASSERT_TRUE(got.ok()) << k << ": " << got.ToString();
+          ASSERT_EQ(value, *it->second);
+        }
+      }
+      if (batch % 20 == 19) expect_walk();
+      if (batch % 40 == 39) {
+        ASSERT_TRUE(f.recover().ok());
+        expect_walk();
+      }
+    }
+    EXPECT_GT(erasure_records, 1000u);
   }
 }
 
@@ -657,7 +750,29 @@ TEST(PackedRunReaders, GetsAndScansBesideBatches) {
 // ---- the packed tier ------------------------------------------------------------------------
 
 template <class Config>
-class PackedTierTest : public PackedRunTest<Config> {};
+class PackedTierTest : public PackedRunTest<Config> {
+ protected:
+  using tier_type = typename PackedRunTest<Config>::fx::tier_type;
+  // The whole tier in order (a cursor's walk) is the map, and every key the map has reads
+  // back.
+  static void expect_same(const tier_type& tier, const std::map<std::string, std::string>& m) {
+    typename tier_type::cursor cur(tier, true);
+    auto it = m.begin();
+    Status s = cur.seek_to_first();
+    for (; s.ok() && cur.valid(); s = cur.next(), ++it) {
+      ASSERT_NE(it, m.end()) << cur.key();
+      ASSERT_EQ(cur.key(), it->first);
+      ASSERT_EQ(cur.value(), it->second);
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(it, m.end());
+    std::string value;
+    for (const auto& [k, v] : m) {
+      ASSERT_TRUE(tier.get(k, &value).ok()) << k;
+      ASSERT_EQ(value, v);
+    }
+  }
+};
 TYPED_TEST_SUITE(PackedTierTest, configs);
 
 // Random batches of puts and erasures flushed into the tier against std::map, merged when
@@ -672,23 +787,7 @@ TYPED_TEST(PackedTierTest, AnswersAsAMapDoes) {
   std::map<std::string, std::string> m;
   std::mt19937_64 rng(11);
   std::size_t busy = 0, merges = 0;
-  const auto expect_same = [&] {
-    tier_cursor cur(*f.tier, true);
-    auto it = m.begin();
-    Status s = cur.seek_to_first();
-    for (; s.ok() && cur.valid(); s = cur.next(), ++it) {
-      ASSERT_NE(it, m.end()) << cur.key();
-      ASSERT_EQ(cur.key(), it->first);
-      ASSERT_EQ(cur.value(), it->second);
-    }
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ASSERT_EQ(it, m.end());
-    std::string value;
-    for (const auto& [k, v] : m) {
-      ASSERT_TRUE(f.tier->get(k, &value).ok()) << k;
-      ASSERT_EQ(value, v);
-    }
-  };
+  const auto expect_same = [&] { TestFixture::expect_same(*f.tier, m); };
   for (int batch = 0; batch < 300; ++batch) {
     const auto b = random_batch(rng, batch % 10 == 0 ? 1500 : 80, 4000);
     const auto changes = TestFixture::changes_of(b);
@@ -721,6 +820,71 @@ TYPED_TEST(PackedTierTest, AnswersAsAMapDoes) {
   }
   EXPECT_GT(busy, 0u);
   EXPECT_GT(merges, busy);
+}
+
+// A flush whose erasures hit keys of the large run and of older small runs writes a small
+// run of its own and touches no other: the large run's head word keeps its bytes and every
+// older run's index its generation (a batch applied to a run publishes a new one), while
+// gets and scans answer as a map, the erased keys NotFound. After a merge, the large run
+// holds no erasure record and the tier still answers as the map; and after a recovery.
+TYPED_TEST(PackedTierTest, AFlushWithErasuresLeavesOlderRunsAlone) {
+  using fx = typename TestFixture::fx;
+  using head_word = typename fx::run_type::head_word;
+  fx f(64 << 20, 256);
+  std::map<std::string, std::string> m;
+  std::mt19937_64 rng(17);
+  const auto flush = [&](const std::map<std::string, std::optional<std::string>>& b) {
+    ASSERT_TRUE(f.tier->flush(TestFixture::changes_of(b)).ok());
+    expect_batch_read(*f.tier, b, &m);
+  };
+  // Keys 0 to 1999 in the large run; two small runs of overwrites in front of it.
+  std::map<std::string, std::optional<std::string>> first;
+  for (std::uint64_t k = 0; k < 2000; ++k) first[key_of(k)] = "v0-" + key_of(k);
+  flush(first);
+  ASSERT_TRUE(f.tier->merge().ok());
+  for (int round = 1; round <= 2; ++round) {
+    std::map<std::string, std::optional<std::string>> b;
+    for (int i = 0; i < 300; ++i) b[key_of(rng() % 2000)] = "v" + std::to_string(round);
+    flush(b);
+  }
+  ASSERT_EQ(f.tier->small_runs(), 2u);
+  // Erasures of keys in the large run only, in the small runs too, and in no run; and puts.
+  std::map<std::string, std::optional<std::string>> erasures;
+  for (std::uint64_t k = 0; k < 2100; k += 3) erasures[key_of(k)] = std::nullopt;
+  for (std::uint64_t k = 1; k < 2100; k += 13) erasures[key_of(k)] = "v3";
+  std::vector<std::string> erased;
+  for (const auto& [k, v] : erasures) {
+    if (!v) erased.push_back(k);
+  }
+  const std::uint64_t large_generation = f.tier->large().generation();
+  const std::uint64_t small_generations[] = {f.tier->small(0).generation(),
+                                             f.tier->small(1).generation()};
+  unsigned char large_head[sizeof(head_word)];
+  std::memcpy(large_head, &f.root()->tier.large, sizeof large_head);
+  flush(erasures);
+  EXPECT_EQ(f.tier->small_runs(), 3u);
+  EXPECT_EQ(f.tier->large().generation(), large_generation);
+  EXPECT_EQ(f.tier->small(0).generation(), small_generations[0]);
+  EXPECT_EQ(f.tier->small(1).generation(), small_generations[1]);
+  EXPECT_EQ(std::memcmp(large_head, &f.root()->tier.large, sizeof large_head), 0);
+  const auto check = [&] {
+    TestFixture::expect_same(*f.tier, m);
+    expect_seeks_as_map<typename fx::tier_type::cursor>(*f.tier, m, rng, 2100);
+    std::string value;
+    for (const std::string& k : erased) {
+      const Status s = f.tier->get(k, &value);
+      ASSERT_TRUE(s.IsNotFound()) << k << ": " << s.ToString();
+    }
+  };
+  check();
+  ASSERT_TRUE(f.tier->merge().ok());
+  check();
+  typename fx::run_type::cursor cur(f.tier->large(), true);
+  Status s = cur.seek_to_first();
+  for (; s.ok() && cur.valid(); s = cur.next()) ASSERT_FALSE(cur.erased()) << cur.key();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(f.recover().ok());
+  check();
 }
 
 // The cursor check above, on a tier: each batch flushed, the tier merged when every slot
@@ -940,9 +1104,9 @@ class run_map : subject_support<Policy> {
 
 // The tier as a crashtest::kv_subject: every put and delete is a flush of one key (each put
 // a small run of its own), in nodes of 128 bytes, with its version kept beside its value;
-// the tier is merged when every slot is taken and after every fifth flush. Overwrites put a
-// key in several runs at once, so that a crash inside a merge, inside the emptying of small
-// runs or inside a flush's erasures shows which run's value wins.
+// the tier is merged when every slot is taken and after every fifth flush. Overwrites and
+// erasures put a key in several runs at once, so that a crash inside a merge or inside the
+// emptying of small runs shows which run's record wins.
 template <class Policy, class Mode>
 class tier_kv : subject_support<Policy> {
   using base = subject_support<Policy>;
@@ -978,6 +1142,9 @@ class tier_kv : subject_support<Policy> {
     finish(s);
     return read(v);
   }
+  // The tier's keys by a cursor's walk; a get of each key a campaign may use must answer as
+  // the walk does (the harness checks gets only as evidence of writes), so that a get that
+  // passes over an erasure record fails the campaign too.
   std::vector<crashtest::kv_entry> state() const {
     std::vector<crashtest::kv_entry> out;
     typename tier_type::cursor cur(tier_, true);
@@ -987,8 +1154,25 @@ class tier_kv : subject_support<Policy> {
       out.push_back({decode(cur.key()), r.value, r.version});
     }
     finish(s);
+    std::string v;
+    for (std::uint64_t key = 1; key <= kProbedKeys; ++key) {
+      s = tier_.get(encode(key), &v);
+      if (!s.IsNotFound()) finish(s);
+      const auto walked = std::find_if(out.begin(), out.end(), [&](const crashtest::kv_entry& e) {
+        return e.key == key;
+      });
+      const bool agree = s.ok() ? walked != out.end() && read(v).value == walked->value &&
+                                      read(v).version == walked->version
+                                : walked == out.end();
+      if (!agree) {
+        throw crashtest::invariant_violation("packed tier: a get of key " + std::to_string(key) +
+                                             " answers otherwise than a scan");
+      }
+    }
     return out;
   }
+  // Keys 1 to kProbedKeys: every campaign's key space (tier_crash_campaign).
+  static constexpr std::uint64_t kProbedKeys = 16;
 
  private:
   static crashtest::kv_read read(std::string_view v) {
@@ -1040,10 +1224,12 @@ void run_crash_campaign(const std::string& name) {
 template <class Placement, class Mode>
 void tier_crash_campaign(const std::string& name) {
   using subject = tier_kv<flit_test::on_model<Placement>, Mode>;
+  constexpr std::uint64_t kKeySpace = 12;
+  static_assert(kKeySpace <= subject::kProbedKeys);
   expect_passed(crashtest::run_kv_campaign<subject>(campaign_of(
       "packed_tier", name,
       {.writer_threads = 1, .reader_threads = 0, .ops_per_writer = 120, .ops_per_reader = 0,
-       .key_space = 12, .put_percent = 60, .del_percent = 25, .batch_percent = 0},
+       .key_space = kKeySpace, .put_percent = 60, .del_percent = 25, .batch_percent = 0},
       subject::region_bytes)));
 }
 

@@ -1,16 +1,21 @@
 // Packed nodes (packed.hpp): the format of the planned packed tier, on its own.
 //  - PackedTest.LookupsAnswerAsAMapDoes: keys of several shapes (the benchmarks' 16-byte
 //    decimal keys, short keys that are prefixes of others, long keys with long common
-//    prefixes, empty values and values of two-byte sizes) built into nodes of several block
-//    sizes: every record reads back as the map has it, find answers yes or no as the map does,
-//    lower_bound gives the map's position for keys, keys between them and keys around the
-//    node's prefix, and each node names its successor.
+//    prefixes, empty values and values of two-byte sizes), one in five an erasure, built into
+//    nodes of several block sizes: every record reads back as the map has it (value or
+//    erasure), find answers yes, erasure or no as the map does, lower_bound gives the map's
+//    position for keys, keys between them and keys around the node's prefix, and each node
+//    names its successor.
 //  - PackedTest.ABuilderFillsItsBlock: a node is refused a record only when that record does
 //    not fit what the builder says it holds, and never holds more than kPackedMaxKeys.
+//  - PackedTest.ARecordCostsWhatItDidAndAnErasureAnEmptyValues: the benchmarks' 16-byte key
+//    with a 64-byte value takes 73 bytes beside the node's prefix, as before erasures were
+//    records; an erasure takes what a record of an empty value does.
 //  - PackedTest.ARecordOfTheLargestKeyAndValueTakesANodeOfItsOwn: and reads back.
-//  - PackedTest.EverySingleBitFlipIsReportedOrHarmless: for every bit of a node, flipped, each
-//    read answers as before or reports damage: no wrong value, no key reported missing, no
-//    wrong position. The same judge catches a reader that skips the checks.
+//  - PackedTest.EverySingleBitFlipIsReportedOrHarmless: for every bit of a node holding
+//    values and erasures, flipped, each read answers as before or reports damage: no wrong
+//    value, no key reported missing, no value taken for an erasure or the reverse, no wrong
+//    position. The same judge catches a reader that skips the checks.
 //  - PackedTest.ANodeReadAtAnotherOffsetIsReported: the checks are seeded with the node's place.
 //  - PackedTest.ReadsStayInsideTheBlock: nodes of random bytes with a valid shape word, read
 //    without checks, never make a read leave their block (run under AddressSanitizer, the
@@ -75,8 +80,24 @@ struct built {
 // Each node at its own place: 64 KiB apart, from 1 MiB.
 in::node_offset place_of(std::size_t i) { return {(std::size_t{1} << 20) + (i << 16)}; }
 
+// Keys with their records: a value, or nullopt for an erasure.
+using records = std::map<std::string, std::optional<std::string>>;
+
+std::string_view value_of(const std::optional<std::string>& v) {
+  return v ? std::string_view(*v) : std::string_view();
+}
+in::packed_kind kind_of(const std::optional<std::string>& v) {
+  return v ? in::packed_kind::value : in::packed_kind::erasure;
+}
+// Whether record `r` of a node with prefix `prefix` is key `key` with the record `want`.
+bool same_record(std::string_view prefix, const in::packed_record& r, std::string_view key,
+                 const std::optional<std::string>& want) {
+  return std::string(prefix) + std::string(r.suffix) == key && r.kind == kind_of(want) &&
+         r.value == value_of(want);
+}
+
 template <class Config>
-built<Config> build(const std::map<std::string, std::string>& kv, std::size_t block_bytes) {
+built<Config> build(const records& kv, std::size_t block_bytes) {
   using policy = typename Config::policy;
   built<Config> out;
   in::packed_builder<policy> b(block_bytes);
@@ -92,12 +113,12 @@ built<Config> build(const std::map<std::string, std::string>& kv, std::size_t bl
     b.clear();
   };
   for (const auto& [k, v] : kv) {
-    if (!b.fits(k, v) && b.count() > 0) flush();
-    if (!b.fits(k, v)) {
+    if (!b.fits(k, value_of(v)) && b.count() > 0) flush();
+    if (!b.fits(k, value_of(v))) {
       out.skipped.push_back(k);
       continue;
     }
-    b.add(k, v);
+    b.add(k, value_of(v), kind_of(v));
   }
   if (b.count() > 0) flush();
   if (!out.blocks.empty()) {
@@ -116,8 +137,9 @@ std::string decimal_key(std::uint64_t k) {
   return b;
 }
 
-std::map<std::string, std::string> key_sets(int which, std::mt19937_64& rng) {
-  std::map<std::string, std::string> kv;
+// Key set `which` (below), one key in five an erasure.
+records key_sets(int which, std::mt19937_64& rng) {
+  records kv;
   const auto value = [&](std::size_t max) {
     std::string v(rng() % (max + 1), '\0');
     for (char& c : v) c = static_cast<char>('a' + rng() % 26);
@@ -141,6 +163,9 @@ std::map<std::string, std::string> key_sets(int which, std::mt19937_64& rng) {
       }
       break;
     }
+  }
+  for (auto& [k, v] : kv) {
+    if (rng() % 5 == 0) v.reset();
   }
   return kv;
 }
@@ -173,7 +198,7 @@ TYPED_TEST(PackedTest, LookupsAnswerAsAMapDoes) {
       SCOPED_TRACE("key set " + std::to_string(which) + ", blocks of " +
                    std::to_string(block_bytes));
       auto nodes = build<TypeParam>(kv, block_bytes);
-      std::map<std::string, std::string> seen;
+      records seen;
       for (std::size_t n = 0; n < nodes.blocks.size(); ++n) {
         const auto v = nodes.open(n);
         ASSERT_TRUE(v.has_value());
@@ -182,22 +207,24 @@ TYPED_TEST(PackedTest, LookupsAnswerAsAMapDoes) {
           const auto r = v->record(i, true);
           ASSERT_TRUE(r.has_value());
           std::string key = std::string(v->prefix()) + std::string(r->suffix);
-          ASSERT_EQ(kv.at(key), r->value);
+          ASSERT_TRUE(same_record(v->prefix(), *r, key, kv.at(key))) << key;
           if (!keys.empty()) {
             ASSERT_LT(keys.back(), key);
           }
           keys.push_back(key);
-          seen[key] = std::string(r->value);
+          seen[key] = kv.at(key);
         }
         for (const auto& k : keys) {
           for (const auto& probe : probes_near(k)) {
             const auto f = v->find(probe, true);
             const auto pos = std::lower_bound(keys.begin(), keys.end(), probe) - keys.begin();
             const bool present = pos < static_cast<long>(keys.size()) && keys[pos] == probe;
-            ASSERT_EQ(f.kind, present ? decltype(f.kind)::yes : decltype(f.kind)::no) << probe;
+            using found = decltype(f.kind);
+            ASSERT_EQ(f.kind, !present ? found::no : kv.at(probe) ? found::yes : found::erasure)
+                << probe;
             if (present) {
               EXPECT_EQ(f.index, static_cast<std::size_t>(pos));
-              EXPECT_EQ(f.value, kv.at(probe));
+              EXPECT_EQ(f.value, value_of(kv.at(probe)));
             }
             ASSERT_EQ(v->lower_bound(probe, true), static_cast<std::size_t>(pos)) << probe;
           }
@@ -209,7 +236,8 @@ TYPED_TEST(PackedTest, LookupsAnswerAsAMapDoes) {
       }
       // Every key is in some node, or was refused as too large for an empty one.
       for (const auto& k : nodes.skipped) {
-        EXPECT_GT(k.size() + kv.at(k).size(), block_bytes / 2) << "a small record was refused";
+        EXPECT_GT(k.size() + value_of(kv.at(k)).size(), block_bytes / 2)
+            << "a small record was refused";
         seen[k] = kv.at(k);
       }
       EXPECT_EQ(seen, kv);
@@ -252,6 +280,42 @@ TYPED_TEST(PackedTest, ABuilderFillsItsBlock) {
   EXPECT_LE(many.bytes(), in::kPackedRecordsWithin);
 }
 
+TYPED_TEST(PackedTest, ARecordCostsWhatItDidAndAnErasureAnEmptyValues) {
+  using policy = typename TypeParam::policy;
+  std::vector<std::string> keys;  // the builders keep views of them
+  for (std::uint64_t k = 0; k < 40; ++k) keys.push_back(decimal_key(k * 7919));
+  const std::string value(64, 'v');
+  in::packed_builder<policy> puts(4096), empty(4096), erasures(4096);
+  for (const std::string& key : keys) {
+    puts.add(key, value);
+    empty.add(key, "");
+    erasures.add(key, "", in::packed_kind::erasure);
+  }
+  // Per record: an offset and a fingerprint (3), the tag and the value's size (1 each), the
+  // suffix, the value and the check (4).
+  const std::size_t prefix = puts.prefix_size();
+  EXPECT_EQ(puts.bytes(), in::packed_node<policy>::words_size() + 4 + prefix +
+                              keys.size() * (3 + 1 + 1 + (16 - prefix) + 64 + 4));
+  EXPECT_EQ(erasures.bytes(), empty.bytes());
+  // Written, the erasures read back as erasures, found as such.
+  block blk(4096);
+  std::vector<unsigned char> scratch;
+  const in::node_offset at{1 << 20};
+  auto* node = reinterpret_cast<in::packed_node<policy>*>(blk.data.get());
+  in::store_packed<policy, typename TypeParam::mode>(node, at, erasures, in::node_offset{0},
+                                                     &scratch);
+  const auto v = in::packed_view<policy, typename TypeParam::mode>::open(node, at, 4096, true);
+  ASSERT_TRUE(v.has_value());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const auto r = v->record(i, true);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(same_record(v->prefix(), *r, keys[i], std::nullopt)) << keys[i];
+    const auto f = v->find(keys[i], true);
+    EXPECT_EQ(f.kind, decltype(f.kind)::erasure) << keys[i];
+    EXPECT_EQ(f.index, i);
+  }
+}
+
 TYPED_TEST(PackedTest, ARecordOfTheLargestKeyAndValueTakesANodeOfItsOwn) {
   using policy = typename TypeParam::policy;
   const std::string key(flintkv::kMaxKeySize, 'k'), value(flintkv::kMaxValueSize, 'v');
@@ -283,40 +347,46 @@ TYPED_TEST(PackedTest, ARecordOfTheLargestKeyAndValueTakesANodeOfItsOwn) {
 // Reads of a node whose bits may be flipped, judged against the node as written: each answer
 // is the true one or a report of damage. Returns the wrong answers found.
 template <class Config>
-int wrong_answers(built<Config>& nodes, const std::vector<std::string>& keys,
-                  const std::map<std::string, std::string>& kv,
+int wrong_answers(built<Config>& nodes, const std::vector<std::string>& keys, const records& kv,
                   const std::vector<std::string>& absent, bool verify) {
   int wrong = 0;
   const auto v = nodes.open(0, verify);
   if (!v) return 0;  // reported
   for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::optional<std::string>& want = kv.at(keys[i]);
     const auto f = v->find(keys[i], verify);
     using found = decltype(f.kind);
-    if (f.kind == found::no || (f.kind == found::yes && (f.value != kv.at(keys[i]) || f.index != i))) {
+    if (f.kind != found::damaged &&
+        (f.kind != (want ? found::yes : found::erasure) || f.index != i ||
+         f.value != value_of(want))) {
       ++wrong;
     }
     const auto lb = v->lower_bound(keys[i], verify);
     if (lb && *lb != i) ++wrong;
     if (i < v->size()) {
       const auto r = v->record(i, verify);
-      if (r && (std::string(v->prefix()) + std::string(r->suffix) != keys[i] ||
-                r->value != kv.at(keys[i]))) {
-        ++wrong;
-      }
+      if (r && !same_record(v->prefix(), *r, keys[i], want)) ++wrong;
     }
   }
   if (v->size() != keys.size()) ++wrong;
   for (const auto& a : absent) {
-    if (v->find(a, verify).kind == decltype(v->find(a, verify).kind)::yes) ++wrong;
+    const auto f = v->find(a, verify);
+    if (f.kind != decltype(f.kind)::no && f.kind != decltype(f.kind)::damaged) ++wrong;
   }
   return wrong;
 }
 
 TYPED_TEST(PackedTest, EverySingleBitFlipIsReportedOrHarmless) {
-  // One node: keys with a common prefix, an empty value and a value whose size takes two bytes.
-  std::map<std::string, std::string> kv;
+  // One node: keys with a common prefix, an empty value, a value whose size takes two bytes,
+  // and erasures (the first key's, so that the prefix comes from one): an empty value and
+  // an erasure differ in one bit of the tag.
+  records kv;
   for (int i = 0; i < 9; ++i) kv["user:" + decimal_key(i * 3).substr(12)] = std::string(i * 7, 'x');
+  kv["user:0001"] = "";
   kv["user:9999"] = std::string(200, 'y');
+  for (const char* erased : {"user:0000", "user:0012", "user:0021", "user:5555"}) {
+    kv[erased].reset();
+  }
   auto nodes = build<TypeParam>(kv, 1024);
   ASSERT_EQ(nodes.blocks.size(), 1u);
   std::vector<std::string> keys, absent;
@@ -333,7 +403,7 @@ TYPED_TEST(PackedTest, EverySingleBitFlipIsReportedOrHarmless) {
   std::size_t bytes = 0;
   {
     in::packed_builder<typename TypeParam::policy> b(1024);
-    for (const auto& [k, v] : kv) b.add(k, v);
+    for (const auto& [k, v] : kv) b.add(k, value_of(v), kind_of(v));
     bytes = b.bytes();
   }
   ASSERT_TRUE(view.has_value());

@@ -5,6 +5,9 @@
 // a 128-byte block. This file is the format only: building a node's image, writing it, and
 // reading it back (point lookups, ordered positions, records), every read checked.
 //
+// A record holds a key's value or the key's erasure: a key with no value, which a newer run
+// of the packed tier keeps so that it hides the key's records in older runs (packed_tier.hpp).
+//
 // Layout of a packed node at offset `at` (its block 64-byte aligned, at most kPackedMaxBlock;
 // every record starts in the first kPackedRecordsWithin bytes, so a node of more than one
 // record takes at most 64 KiB and a larger one holds one record):
@@ -21,14 +24,23 @@
 //           offsets (count x 2 bytes, little-endian): each record's offset from the node's
 //             start, in key order;
 //           fingerprints (count bytes): the top byte of key_hash (keys.hpp) of each whole key;
-//           records, in key order: the suffix's size and the value's size (LEB128, at most 3
-//             bytes each), the suffix (the key after the prefix), the value, and the
-//             record's check (4 bytes, little-endian): CRC-32C, seeded with the place and the
-//             record's index, of the record from its sizes through its value.
+//           records, in key order: the tag (the suffix's size << 1 | the record's kind, 1
+//             for an erasure) and the value's size (LEB128, at most 3 bytes each; an
+//             erasure's value size is 0), the suffix (the key after the prefix), the value,
+//             and the record's check (4 bytes, little-endian): CRC-32C, seeded with the place
+//             and the record's index, of the record from its tag through its value.
+//
+// The kind rides in the tag because suffixes are short: a 16-byte key's tag takes one byte
+// either way, where a flag beside the value's size would make a 64-byte value's varint two.
+// (Only a suffix of 64 to 127 bytes pays: its tag takes two bytes where its size took one.)
+// An erasure is laid out as a record of an empty value, its kind one bit of the tag, so the
+// record's check covers that bit as it covers the sizes: a put and an erasure differ in one
+// bit under the check, never unreported.
 //
 // What the checks give: the shape word checks itself (layout.hpp); the header check covers
 // everything a lookup uses to choose a record, so a damaged prefix, offset or fingerprint is
-// reported, never taken for a missing key; each record's check covers what it returns. A
+// reported, never taken for a missing key; each record's check covers what it returns, its
+// kind with it. A
 // node copied to another offset, or a record to another index, fails its checks. A single
 // flipped bit anywhere in a node is reported or changes no answer
 // (PackedTest.EverySingleBitFlipIsReportedOrHarmless).
@@ -67,6 +79,10 @@ inline constexpr std::size_t kPackedMaxBlock = std::size_t{1} << 25;
 // A packed node holds at most this many keys (the shape's count field).
 inline constexpr std::size_t kPackedMaxKeys = 1023;
 
+// What a record holds: a value, or the key's erasure (no value). Stored in the pool, as the
+// low bit of a record's tag: do not renumber.
+enum class packed_kind : std::uint8_t { value = 0, erasure = 1 };
+
 namespace packed_format {
 inline constexpr unsigned kPrefixShift = 10;
 inline constexpr unsigned kEndShift = 23;
@@ -84,6 +100,16 @@ static_assert(kPackedMaxKeys <= kCountMask && kMaxKeySize <= kPrefixMask &&
 static_assert(kMaxKeySize + kMaxValueSize + 64 < kPackedMaxBlock);
 
 constexpr std::size_t varint_size(std::uint32_t v) { return v < 128 ? 1 : (v < 16384 ? 2 : 3); }
+// A record's tag: its suffix's size and its kind. The varint's size does not depend on the
+// kind.
+constexpr std::uint32_t tag_of(std::size_t suffix_size, packed_kind kind) {
+  return static_cast<std::uint32_t>(suffix_size << 1 | static_cast<std::size_t>(kind));
+}
+constexpr std::size_t tag_size(std::size_t suffix_size) {
+  return varint_size(tag_of(suffix_size, packed_kind::value));
+}
+static_assert(tag_of(kMaxKeySize, packed_kind::erasure) < (std::uint32_t{1} << 21));
+static_assert(tag_size(16) == 1, "a 16-byte key's tag takes one byte, as its size did");
 inline unsigned char* put_varint(unsigned char* p, std::uint32_t v) {
   while (v >= 128) {
     *p++ = static_cast<unsigned char>(v | 128);
@@ -150,6 +176,8 @@ struct packed_node {
 //     if (!b.fits(key, value)) { store_packed<Policy, Mode>(node, at, b, next); b.clear(); }
 //     b.add(key, value);  // a record that does not fit an empty node never fits: see fits
 //
+// An erasure is added as a record of an empty value: b.add(key, {}, packed_kind::erasure).
+//
 // The builder keeps the views it is given: what they name must outlive encode (or the
 // store_packed that calls it).
 template <class Policy>
@@ -160,7 +188,7 @@ class packed_builder {
   // The bytes one record of `key` and `value` takes in a node of its own: the block a record
   // that fits no node of the usual size needs.
   static std::size_t single_record_bytes(std::string_view key, std::string_view value) {
-    return total(key.size(), 1, 1, key.size(), value.size(),
+    return total(key.size(), packed_format::tag_size(0), 1, key.size(), value.size(),
                  packed_format::varint_size(static_cast<std::uint32_t>(value.size())));
   }
   // Empties the builder and gives it another block size.
@@ -183,28 +211,28 @@ class packed_builder {
       return false;
     }
     const std::size_t p = next_prefix(key);
-    const std::size_t varints =
-        (p == prefix_ ? suffix_varints_ : suffix_varints_for(p)) +
-        packed_format::varint_size(static_cast<std::uint32_t>(key.size() - p));
+    const std::size_t varints = (p == prefix_ ? suffix_varints_ : suffix_varints_for(p)) +
+                                packed_format::tag_size(key.size() - p);
     const std::size_t after = added(p, varints, key.size(), value.size());
-    const std::size_t own = packed_format::varint_size(static_cast<std::uint32_t>(key.size() - p)) +
+    const std::size_t own = packed_format::tag_size(key.size() - p) +
                             packed_format::varint_size(static_cast<std::uint32_t>(value.size())) +
                             key.size() - p + value.size() + packed_format::kRecordCheckBytes;
     return after <= capacity_ && after - own < kPackedRecordsWithin;
   }
-  // REQUIRES: fits(key, value).
-  void add(std::string_view key, std::string_view value) {
+  // REQUIRES: fits(key, value); value.empty() for an erasure.
+  void add(std::string_view key, std::string_view value, packed_kind kind = packed_kind::value) {
     const std::size_t p = next_prefix(key);
     if (p != prefix_ || records_.empty()) suffix_varints_ = suffix_varints_for(p);
     prefix_ = p;
-    records_.push_back({key, value});
+    records_.push_back({key, value, kind});
     key_bytes_ += key.size();
     value_bytes_ += value.size();
     value_varints_ += packed_format::varint_size(static_cast<std::uint32_t>(value.size()));
-    suffix_varints_ += packed_format::varint_size(static_cast<std::uint32_t>(key.size() - p));
+    suffix_varints_ += packed_format::tag_size(key.size() - p);
   }
   std::string_view key(std::size_t i) const { return records_[i].key; }
   std::string_view value(std::size_t i) const { return records_[i].value; }
+  packed_kind kind(std::size_t i) const { return records_[i].kind; }
   void clear() {
     records_.clear();
     prefix_ = key_bytes_ = value_bytes_ = value_varints_ = suffix_varints_ = 0;
@@ -233,7 +261,7 @@ class packed_builder {
       at_offset(offsets_at)[2 * i + 1] = static_cast<unsigned char>(record_at >> 8);
       at_offset(prints_at)[i] = f::fingerprint(k);
       unsigned char* const start = at_offset(record_at);
-      unsigned char* r = f::put_varint(start, static_cast<std::uint32_t>(k.size() - prefix_));
+      unsigned char* r = f::put_varint(start, f::tag_of(k.size() - prefix_, kind(i)));
       r = f::put_varint(r, static_cast<std::uint32_t>(v.size()));
       std::memcpy(r, k.data() + prefix_, k.size() - prefix_);
       r += k.size() - prefix_;
@@ -251,15 +279,14 @@ class packed_builder {
  private:
   struct record {
     std::string_view key, value;
+    packed_kind kind;
   };
   std::size_t next_prefix(std::string_view key) const {
     return records_.empty() ? key.size() : std::min(prefix_, packed_format::common_prefix(this->key(0), key));
   }
   std::size_t suffix_varints_for(std::size_t p) const {
     std::size_t s = 0;
-    for (const record& r : records_) {
-      s += packed_format::varint_size(static_cast<std::uint32_t>(r.key.size() - p));
-    }
+    for (const record& r : records_) s += packed_format::tag_size(r.key.size() - p);
     return s;
   }
   // The node's bytes with prefix size p and suffix varints `varints`, for what was added.
@@ -310,11 +337,12 @@ std::optional<node_offset> packed_next(const packed_node<Policy>* node, node_off
                           in_node(at, word_field::packed_next));
 }
 
-// A record of a packed node: the key after the node's prefix, and the value. Both point into
-// the node.
+// A record of a packed node: the key after the node's prefix, the value (empty for an
+// erasure) and the kind. Both views point into the node.
 struct packed_record {
   std::string_view suffix;
   std::string_view value;
+  packed_kind kind;
 };
 
 // A written packed node, read. Every function that reads a record checks it when `verify`
@@ -356,18 +384,21 @@ class packed_view {
     return {reinterpret_cast<const char*>(base_) + offsets_at_ - prefix_, prefix_};
   }
 
-  // Record i, or nullopt if it is damaged (it runs past the node, or fails its check).
-  // REQUIRES: i < size().
+  // Record i, or nullopt if it is damaged (it runs past the node, fails its check, or is an
+  // erasure with a value). REQUIRES: i < size().
   std::optional<packed_record> record(std::size_t i, bool verify) const {
     namespace f = packed_format;
     const std::size_t at = offset_of(i);
     const unsigned char* const end = base_ + end_;
     if (at < prints_at_ + count_ || at >= end_) return std::nullopt;
     const unsigned char* p = base_ + at;
-    std::uint32_t suffix_size, value_size;
-    if (!f::get_varint(&p, end, &suffix_size) || !f::get_varint(&p, end, &value_size)) {
+    std::uint32_t tag, value_size;
+    if (!f::get_varint(&p, end, &tag) || !f::get_varint(&p, end, &value_size)) {
       return std::nullopt;
     }
+    const std::uint32_t suffix_size = tag >> 1;
+    const auto kind = static_cast<packed_kind>(tag & 1);
+    if (kind == packed_kind::erasure && value_size != 0) return std::nullopt;
     const auto left = static_cast<std::size_t>(end - p);
     if (suffix_size > left || value_size > left - suffix_size ||
         f::kRecordCheckBytes > left - suffix_size - value_size) {
@@ -380,14 +411,15 @@ class packed_view {
             f::get_u32(check)) {
       return std::nullopt;
     }
-    return packed_record{{s, suffix_size}, {s + suffix_size, value_size}};
+    return packed_record{{s, suffix_size}, {s + suffix_size, value_size}, kind};
   }
 
-  // Where `key` is, by its fingerprint.
-  enum class found : std::uint8_t { yes, no, damaged };
+  // Where `key` is, by its fingerprint: a record of its value (yes), a record of its
+  // erasure, none, or a damaged record on the way.
+  enum class found : std::uint8_t { yes, erasure, no, damaged };
   struct lookup {
     found kind;
-    std::size_t index = 0;  // yes only
+    std::size_t index = 0;  // yes and erasure only
     std::string_view value;  // yes only
   };
   lookup find(std::string_view key, bool verify) const {
@@ -407,7 +439,10 @@ class packed_view {
         const std::size_t j = i + static_cast<std::size_t>(__builtin_ctz(hits));
         const auto r = record(j, verify);
         if (!r) return {found::damaged, 0, {}};
-        if (r->suffix == suffix) return {found::yes, j, r->value};
+        if (r->suffix == suffix) {
+          return r->kind == packed_kind::erasure ? lookup{found::erasure, j, {}}
+                                                 : lookup{found::yes, j, r->value};
+        }
       }
     }
     return {found::no, 0, {}};

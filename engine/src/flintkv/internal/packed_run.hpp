@@ -7,15 +7,24 @@
 // records and the batch's changes to it are merged, the result is packed into new nodes
 // (none if every key was erased; several if it outgrew one), the new nodes are written and
 // fenced, and one store to the predecessor's successor word (or the head) swaps them in for
-// the old node, which is freed once that swap is durable.
+// the old node, which is freed once that swap is durable. A node whose changes are all
+// removals of keys it does not hold is left as it is.
+//
+// A record is a key's value or its erasure (packed.hpp). A batch's erasure of a key either
+// removes the key's record (what a run that is the bottom of its tier does), or records the
+// erasure: a tier's newer run keeps it to hide the key's records in older runs. get answers
+// as a map (an erasure record is NotFound); find and cursors report erasure records, for
+// the tier.
 //
 // Invariants (of the durable state, at every persistence event):
 //  (1) The chain from the head names whole nodes, each written and fenced before the store
 //      that first named it, in ascending key order across nodes.
-//  (2) Each node holds, for the keys of its range, the values of the batches applied before
-//      its swap: a crash inside a batch leaves each key with its value before the batch or
-//      after it (a batch is atomic per node, not as a whole; the engine's per-key list is
-//      to keep every key of a merge until the merge is durable, so the tier needs no more).
+//  (2) Each node holds, for the keys of its range, the records (values, erasures) of the
+//      batches applied before its swap: a crash inside a batch leaves each key with its
+//      record before the batch or after it (a batch is atomic per node, not as a whole; a
+//      tier's flush writes an empty run, named by one store of its head, and the engine's
+//      per-key list is to keep every key of a merge until the merge is durable, so the
+//      tier needs no more).
 //  (3) A block is freed only after the swap that unlinked it is durable, and every block
 //      the chain names is marked live at recovery: the allocator's contract (U1)-(U3).
 //
@@ -79,11 +88,16 @@ class packed_run {
     std::size_t bytes;  // its block's
   };
 
-  // A change of a batch: a value for the key, or its erasure.
+  // What a batch's erasure leaves in the run: no record of the key, or a record of its
+  // erasure.
+  enum class erase_as : std::uint8_t { removal, record };
+
+  // A change of a batch: a value for the key, or its erasure (`as` says which kind).
   struct change {
     std::string_view key;
     std::string_view value;
     bool erase = false;
+    erase_as as = erase_as::removal;  // for an erasure
   };
 
   // The DRAM index: each node's ref, in key order, and each node's first key as the search
@@ -98,7 +112,7 @@ class packed_run {
     std::vector<ref> refs;
     std::vector<head> heads;
     std::uint64_t generation = 0;
-    std::optional<key_filter> filter;  // over every key, if the run keeps one
+    std::optional<key_filter> filter;  // over every record's key, if the run keeps one
 
     index_type() = default;
     index_type(std::vector<ref> r, std::uint64_t g) : refs(std::move(r)), generation(g) {
@@ -157,7 +171,8 @@ class packed_run {
   packed_run& operator=(const packed_run&) = delete;
   ~packed_run() { delete index_.load(std::memory_order_relaxed); }
 
-  // Walks the chain: checks every node (its successor word, its header and every record),
+  // Walks the chain: checks every node (its successor word, its header and every record,
+  // erasures too),
   // that the keys ascend across nodes and that each block lies in the heap; rebuilds the
   // index; marks each block live when `mark_live` (the allocator's recovery; the caller
   // calls finish_recovery after). Corruption names the node's offset, and leaves the run
@@ -211,22 +226,34 @@ class packed_run {
     if (const index_type& ix = current(); ix.filter) ix.filter->prefetch(hash);
   }
 
-  // The value of `key` into *value: OK, NotFound, or Corruption.
+  // The value of `key` into *value: OK, NotFound (no record of the key, or a record of its
+  // erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
+    packed_kind kind;
+    Status s = find(key, value, &kind, verify);
+    return s.ok() && kind == packed_kind::erasure ? Status::NotFound("") : s;
+  }
+  // The record of `key`: OK with its kind into *kind and its value (empty for an erasure)
+  // into *value, NotFound if the run holds no record of the key, or Corruption.
+  Status find(std::string_view key, std::string* value, packed_kind* kind,
+              bool verify = true) const {
     const index_type& ix = current();
     if (ix.refs.empty()) return Status::NotFound("");
     if (ix.filter && !ix.filter->may_contain(key_hash(key))) return Status::NotFound("");
-    return get_in(ix, key, value, verify);
+    return find_in(ix, key, value, kind, verify);
   }
   // The same, for a key that may_hold(key_hash(key)) passed: without the filter's test.
-  Status get_past_filter(std::string_view key, std::string* value, bool verify = true) const {
+  Status find_past_filter(std::string_view key, std::string* value, packed_kind* kind,
+                          bool verify = true) const {
     const index_type& ix = current();
     if (ix.refs.empty()) return Status::NotFound("");
-    return get_in(ix, key, value, verify);
+    return find_in(ix, key, value, kind, verify);
   }
 
-  // A position in the run's keys, in order: what a scan of the packed tier walks. Every
-  // record it reads is checked when `verify` is set; a damaged one stops it with Corruption.
+  // A position in the run's records, in key order: what a scan of the packed tier walks. It
+  // stops on erasure records too (erased()), so that the tier can hide the key in older
+  // runs. Every record it reads is checked when `verify` is set; a damaged one stops it with
+  // Corruption.
   // Beside a writer (an epoch domain), each move, and the use of key() and value() after it,
   // is made pinned; between moves the cursor may be unpinned: a move that finds the index
   // replaced since the last carries on from the cursor's key in the new one, at the first
@@ -263,7 +290,8 @@ class packed_run {
     bool valid() const { return valid_; }
     // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
     std::string_view key() const { return key_; }
-    std::string_view value() const { return value_; }
+    std::string_view value() const { return value_; }  // empty for an erasure
+    bool erased() const { return kind_ == packed_kind::erasure; }
 
    private:
     void load() {
@@ -295,6 +323,7 @@ class packed_run {
       if (!r) return fail();
       key_.assign(view_->prefix()).append(r->suffix);
       value_ = r->value;
+      kind_ = r->kind;
       valid_ = true;
       return Status::OK();
     }
@@ -316,16 +345,17 @@ class packed_run {
     std::optional<view> view_;
     std::string key_, resume_;
     std::string_view value_;
+    packed_kind kind_ = packed_kind::value;
   };
 
-  // Calls fn(key, value) for every key in order (a cursor's walk); Corruption if a record is
-  // damaged.
+  // Calls fn(key, value) for every key with a value, in order (a cursor's walk, past the
+  // erasure records); Corruption if a record is damaged.
   template <class Fn>
   Status for_each(Fn&& fn) const {
     cursor c(*this, true);
     for (Status s = c.seek_to_first(); c.valid() || !s.ok(); s = c.next()) {
       if (!s.ok()) return s;
-      fn(c.key(), c.value());
+      if (!c.erased()) fn(c.key(), c.value());
     }
     return Status::OK();
   }
@@ -371,7 +401,8 @@ class packed_run {
       } else {
         while (e < changes.size() && compare_keys(changes[e].key, index[j + 1].first) < 0) ++e;
       }
-      if (e == c) {
+      if (e == c || removes_nothing(r, changes.subspan(c, e - c))) {
+        c = e;
         pred = &node(r.at)->next;
         pred_place = in_node(r.at, word_field::packed_next);
         out.push_back(r);
@@ -407,8 +438,8 @@ class packed_run {
   }
 
  private:
-  Status get_in(const index_type& ix, std::string_view key, std::string* value,
-                bool verify) const {
+  Status find_in(const index_type& ix, std::string_view key, std::string* value,
+                 packed_kind* kind, bool verify) const {
     const ref& r = ix.refs[ix.node_for(key)];
     // The lines of the header, offsets and fingerprints, requested together (four lines:
     // about 50 keys of 16 bytes with their prefix).
@@ -420,8 +451,20 @@ class packed_run {
     const auto f = v->find(key, verify);
     if (f.kind == view::found::damaged) return damaged(r.at);
     if (f.kind == view::found::no) return Status::NotFound("");
+    *kind = f.kind == view::found::erasure ? packed_kind::erasure : packed_kind::value;
     value->assign(f.value);
     return Status::OK();
+  }
+  // Whether `changes` (node r's) are all removals of keys it holds no record of: then the
+  // node is left as it is. False if the node cannot be read (replace reports the damage).
+  bool removes_nothing(const ref& r, std::span<const change> changes) const {
+    const auto is_removal = [](const change& c) { return c.erase && c.as == erase_as::removal; };
+    if (!std::all_of(changes.begin(), changes.end(), is_removal)) return false;
+    const auto v = view::open(node(r.at), r.at, r.bytes, true);
+    if (!v) return false;
+    return std::all_of(changes.begin(), changes.end(), [&](const change& c) {
+      return v->find(c.key, true).kind == view::found::no;
+    });
   }
 
   packed_node<Policy>* node(node_offset at) const {
@@ -466,8 +509,9 @@ class packed_run {
       delete old;
     }
   }
-  // A filter over the keys of the nodes `refs` names, or none if one of them cannot be read
-  // (then Gets read the nodes, and report the damage where they meet it).
+  // A filter over the keys of the records of the nodes `refs` names, erasures too (a tier's
+  // Get must find an erasure to stop at it), or none if one of them cannot be read (then
+  // Gets read the nodes, and report the damage where they meet it).
   std::optional<key_filter> filter_of(const std::vector<ref>& refs) const {
     std::vector<view> views;
     views.reserve(refs.size());
@@ -564,9 +608,17 @@ class packed_run {
     merged_.clear();
     keys_.clear();
     std::size_t c = 0;
+    // A change's record: its value, its erasure, or none (a removal).
+    const auto take_change = [&](const change& ch) {
+      if (!ch.erase) {
+        merged_.push_back({ch.key, ch.value, packed_kind::value});
+      } else if (ch.as == erase_as::record) {
+        merged_.push_back({ch.key, {}, packed_kind::erasure});
+      }
+    };
     const auto take_changes_below = [&](std::string_view key, bool all) {
       for (; c < changes.size() && (all || compare_keys(changes[c].key, key) < 0); ++c) {
-        if (!changes[c].erase) merged_.push_back({changes[c].key, changes[c].value});
+        take_change(changes[c]);
       }
     };
     if (old) {
@@ -580,11 +632,10 @@ class packed_run {
         const std::string_view key(keys_.data() + at, keys_.size() - at);  // until keys_ grows
         take_changes_below(key, false);
         if (c < changes.size() && changes[c].key == key) {
-          if (!changes[c].erase) merged_.push_back({changes[c].key, changes[c].value});
-          ++c;
+          take_change(changes[c++]);
           keys_.resize(at);
         } else {
-          merged_.push_back({{}, rec->value, at, keys_.size() - at});
+          merged_.push_back({{}, rec->value, rec->kind, at, keys_.size() - at});
         }
       }
     }
@@ -614,7 +665,7 @@ class packed_run {
     };
     for (const merged_record& r : merged_) {
       if (current && builder_.fits(r.key, r.value)) {
-        builder_.add(r.key, r.value);
+        builder_.add(r.key, r.value, r.kind);
         continue;
       }
       // A new node: of the usual size, or of the record's own if it fits no node of that.
@@ -622,7 +673,7 @@ class packed_run {
           std::max(node_bytes_, packed_builder<Policy>::single_record_bytes(r.key, r.value));
       if (auto error = start(bytes)) return *error;
       made.push_back({std::string(r.key), *current, bytes});
-      builder_.add(r.key, r.value);
+      builder_.add(r.key, r.value, r.kind);
     }
     if (current) {
       store_packed<Policy, Mode>(node(*current), *current, builder_, next, &scratch_);
@@ -656,6 +707,7 @@ class packed_run {
   // replace's: a record of the merge, and the old node's keys, whole.
   struct merged_record {
     std::string_view key, value;
+    packed_kind kind;
     std::size_t key_at = 0, key_size = 0;  // the key in keys_, if key_size > 0
   };
   std::string keys_;

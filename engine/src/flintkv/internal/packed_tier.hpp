@@ -5,32 +5,37 @@
 // runs are merged into the large run together, so that the large run's nodes are rewritten
 // once per many batches, not once per batch.
 //
-// A key's value is the one in the newest run that holds it: the small runs newest first (a
-// higher slot is newer), then the large run. The tier keeps no erasure records: a batch's
-// erasures are applied to every run that holds the key, oldest first, before its values
-// are written.
+// A key's record is the one in the newest run that holds one: the small runs newest first
+// (a higher slot is newer), then the large run. A record is a value or an erasure
+// (packed.hpp): a batch's erasure becomes an erasure record in the batch's small run, which
+// hides the key's records in older runs, so a flush writes its own run and touches no
+// other. A merge takes each key's newest record into the large run: a value is written, an
+// erasure removes the key. The large run is the bottom: no older run is left for an
+// erasure to hide, so it holds values only.
 //
 // Invariants (of the durable state, at every persistence event):
 //  (1) No small run at or above slot `end` holds a key: a flush fills slot end (and then
 //      end moves up), a merge empties every slot from the oldest up (and end goes to 0).
-//  (2) Each key's value is the newest run's: a merge writes into the large run the newest
-//      small run's value of each key before it empties any small run, and empties the
-//      oldest first, so a crash inside it leaves each key the value it had.
-//  (3) A crash inside a flush leaves each key of the batch with its value before the batch
-//      or after it: an erasure reaches the runs oldest first, so until it reaches the newest
-//      run holding the key that run's value stands; the new small run appears whole, with
-//      one store of its head. (Per key, not per batch: the engine's write tier is to keep a
-//      batch's keys until the flush is durable.)
-//  (4) Every run is a packed run (packed_run.hpp), with its invariants.
+//  (2) Each key's answer is the newest run's record: a merge writes into the large run the
+//      newest small run's record of each key (its value, or its removal for an erasure)
+//      before it empties any small run, and empties the oldest first, so a crash inside it
+//      leaves each key the answer it had.
+//  (3) A crash inside a flush leaves the tier as before the flush or as after it: the batch,
+//      values and erasure records, is written whole as a new small run, then named by one
+//      store of its head. (The engine's write tier is to keep a batch's keys until the
+//      flush is durable all the same.)
+//  (4) The large run holds no erasure record.
+//  (5) Every run is a packed run (packed_run.hpp), with its invariants.
 //
 // Errors: as a packed run's. A flush into a tier whose slots are all taken is Busy: merge
-// first. After an error, each key is as (3) says, and the tier is usable.
+// first. After an error, each key is as (2) and (3) say, and the tier is usable.
 //
 // Thread safety: one writer (recover, flush, merge) at a time; with an epoch domain, readers
 // (get, cursors) on any threads beside it, each pinned for its call, as a run's are. A get
-// or a cursor that meets a merge still sees every key the tier held throughout (it looks in
-// the small runs newest first, then in the large run, and a merge empties small runs only
-// after the large run holds their keys).
+// or a cursor that meets a merge still answers each key as the tier did throughout (it
+// looks in the small runs newest first, then in the large run, and a merge empties small
+// runs only after the large run holds their keys' values and has let go of their erased
+// keys).
 // Persistence: flush's and merge's changes are durable when they return.
 #pragma once
 
@@ -136,22 +141,17 @@ class packed_tier {
     return n;
   }
 
-  // Writes `changes` (sorted by key, no key twice; invariant (3)). Busy if the batch has
-  // values and every slot is taken (merge first); otherwise as a run's apply.
+  // Writes `changes` (sorted by key, no key twice; each erasure is recorded, whatever its
+  // `as`) as a new small run (invariant (3)). Busy if every slot is taken (merge first);
+  // otherwise as a run's apply (NoSpace writes nothing).
   Status flush(std::span<const change> changes) {
-    std::vector<change> puts, erasures;
-    for (const change& c : changes) (c.erase ? erasures : puts).push_back(c);
-    if (!puts.empty() && full()) return Status::Busy("packed tier: every small run is taken");
-    if (!erasures.empty()) {
-      // Oldest first: the large run, then the small runs in the order they were written.
-      if (Status s = erase_from(large_, erasures); !s.ok()) return s;
-      for (std::size_t i = 0; i < end_; ++i) {
-        if (Status s = erase_from(*small_[i], erasures); !s.ok()) return s;
-      }
-    }
-    if (puts.empty()) return Status::OK();
-    // An empty run takes a batch whole: its nodes, then one store of its head.
-    Status s = small_[end_]->apply(puts);
+    if (changes.empty()) return Status::OK();
+    if (full()) return Status::Busy("packed tier: every small run is taken");
+    std::vector<change> batch(changes.begin(), changes.end());
+    for (change& c : batch) c.as = run::erase_as::record;
+    // An empty run takes a batch whole: its nodes, then one store of its head (a batch that
+    // runs out of room frees the nodes it made and stores nothing).
+    Status s = small_[end_]->apply(batch);
     if (small_[end_]->nodes() != 0) {
       occupied_.fetch_or(slot_bit(end_), std::memory_order_release);
       ++end_;
@@ -159,11 +159,12 @@ class packed_tier {
     return s;
   }
 
-  // Merges every small run into the large run, then empties them (invariant (2)).
+  // Merges every small run into the large run, then empties them (invariants (2), (4)).
   Status merge() {
     if (end_ == 0) return Status::OK();
-    // The small runs' keys in order, each with the newest run's value: their cursors side
-    // by side.
+    // The small runs' keys in order, each with the newest run's record: their cursors side
+    // by side. A newest erasure removes the key from the large run; an erasure record never
+    // enters it, since no run below it is left to hide.
     std::vector<typename run::cursor> cursors;
     cursors.reserve(end_);
     for (std::size_t i = 0; i < end_; ++i) {
@@ -184,7 +185,8 @@ class packed_tier {
       const std::size_t at = keys.size();
       keys.append(cursors[newest].key());
       key_ends.push_back(keys.size());
-      changes.push_back({{}, cursors[newest].value(), false});
+      changes.push_back({{}, cursors[newest].value(), cursors[newest].erased(),
+                         run::erase_as::removal});
       const std::string_view key(keys.data() + at, keys.size() - at);  // until keys grows
       for (std::size_t i = 0; i < end_; ++i) {
         if (i != newest && cursors[i].valid() && cursors[i].key() == key) {
@@ -196,8 +198,13 @@ class packed_tier {
     for (std::size_t i = 0, at = 0; i < changes.size(); at = key_ends[i], ++i) {
       changes[i].key = std::string_view(keys.data() + at, key_ends[i] - at);
     }
-    // The values point into the small runs, which stay until the large run is written.
+    // The values point into the small runs, which stay until the large run is written. A
+    // removal of a key the large run does not hold leaves its node as it is (packed_run).
     if (Status s = large_.apply(changes); !s.ok()) return s;
+    // Oldest first: between two clears (a crash, or a reader), the runs left are the newest,
+    // so each key's newest record is still the one the large run took. Emptied newest
+    // first, the run of a key's newest record (a value, or an erasure the large run took as
+    // a removal) could go before an older run of an older value, which would answer again.
     for (std::size_t i = 0; i < end_; ++i) {
       small_[i]->clear();
       occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
@@ -206,7 +213,8 @@ class packed_tier {
     return Status::OK();
   }
 
-  // The value of `key` into *value: OK, NotFound, or Corruption.
+  // The value of `key` into *value: OK, NotFound (no run holds a record of it, or the
+  // newest record is an erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
     const std::uint32_t occupied = occupied_.load(std::memory_order_acquire);
     if (occupied != 0) {
@@ -218,15 +226,19 @@ class packed_tier {
         const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
         m &= ~slot_bit(i);
         if (!small_[i]->may_hold(hash)) continue;
-        Status s = small_[i]->get_past_filter(key, value, verify);
-        if (!s.IsNotFound()) return s;
+        packed_kind kind;
+        Status s = small_[i]->find_past_filter(key, value, &kind, verify);
+        if (s.IsNotFound()) continue;
+        // The newest record: an erasure hides the key in every older run.
+        return s.ok() && kind == packed_kind::erasure ? Status::NotFound("") : s;
       }
     }
     return large_.get(key, value, verify);
   }
 
-  // The tier's keys in order, each with its value (the newest run's). Moves as a run's
-  // cursor does (pinned per move, beside a writer). A step that finds the tier changed since
+  // The tier's keys in order, each with its value (the newest run's record), past the keys
+  // whose newest record is an erasure. Moves as a run's cursor does (pinned per move,
+  // beside a writer). A step that finds the tier changed since
   // the cursor last sought (a small run written or emptied, or any of its runs' indexes
   // replaced), before or after it moved the runs' cursors, seeks the runs again past the key
   // it left, the small runs newest first and the large run last, so that keys a merge moves
@@ -242,12 +254,8 @@ class packed_tier {
     Status next() {
       resume_.assign(key());
       if (!changed()) {
-        for (part& p : parts_) {
-          if (p.c.valid() && p.c.key() == resume_) {
-            if (Status s = p.c.next(); !s.ok()) return fail(s);
-          }
-        }
-        settle();
+        if (Status s = step_past(resume_); !s.ok()) return fail(s);
+        if (Status s = settle(); !s.ok()) return s;
         // Moved on runs that did not change, unless one changed while they moved.
         if (!changed()) return Status::OK();
       }
@@ -297,14 +305,27 @@ class packed_tier {
       }
       return settle();
     }
-    // At the smallest key of the parts, from the newest part that holds it (parts are
-    // newest first).
-    Status settle() {
-      current_ = nullptr;
+    // Steps every part at `key` past it.
+    Status step_past(std::string_view key) {
       for (part& p : parts_) {
-        if (p.c.valid() && (current_ == nullptr || p.c.key() < current_->c.key())) current_ = &p;
+        if (p.c.valid() && p.c.key() == key) {
+          if (Status s = p.c.next(); !s.ok()) return s;
+        }
       }
       return Status::OK();
+    }
+    // At the smallest key of the parts, from the newest part that holds it (parts are
+    // newest first); a key whose newest record is an erasure is stepped past in every part.
+    Status settle() {
+      while (true) {
+        current_ = nullptr;
+        for (part& p : parts_) {
+          if (p.c.valid() && (current_ == nullptr || p.c.key() < current_->c.key())) current_ = &p;
+        }
+        if (current_ == nullptr || !current_->c.erased()) return Status::OK();
+        erased_.assign(current_->c.key());
+        if (Status s = step_past(erased_); !s.ok()) return fail(s);
+      }
     }
     Status fail(const Status& s) {
       current_ = nullptr;
@@ -317,6 +338,7 @@ class packed_tier {
     std::uint32_t occupied_ = 0;  // the tier's occupied slots when parts_ was made
     const part* current_ = nullptr;
     std::string resume_;  // the key a step leaves
+    std::string erased_;  // the erased key settle steps past
   };
 
  private:
@@ -329,21 +351,6 @@ class packed_tier {
   static word_place size_place(const alloc::pool& pool, const void* word) {
     return {place_of(pool, word).holder, word_field::packed_shape};
   }
-  // Applies the erasures of keys `r` holds (the rest would rewrite its nodes for nothing).
-  static Status erase_from(run& r, const std::vector<change>& erasures) {
-    std::vector<change> held;
-    std::string value;
-    for (const change& c : erasures) {
-      Status s = r.get(c.key, &value);
-      if (s.ok()) {
-        held.push_back(c);
-      } else if (!s.IsNotFound()) {
-        return s;
-      }
-    }
-    return held.empty() ? Status::OK() : r.apply(held);
-  }
-
   static constexpr std::uint32_t slot_bit(std::size_t i) { return std::uint32_t{1} << i; }
 
   const alloc::pool& pool_;
