@@ -242,7 +242,9 @@ class packed_tier {
   // the cursor last sought (a small run written or emptied, or any of its runs' indexes
   // replaced), before or after it moved the runs' cursors, seeks the runs again past the key
   // it left, the small runs newest first and the large run last, so that keys a merge moves
-  // from a small run into the large one are not missed.
+  // from a small run into the large one are not missed. With no small run holding keys (the
+  // common case, between merges) a step is the large run's cursor's and two loads of the
+  // occupied slots.
   class cursor {
    public:
     cursor(const packed_tier& tier, bool verify) : tier_(&tier), verify_(verify) {}
@@ -253,6 +255,17 @@ class packed_tier {
     // REQUIRES: valid().
     Status next() {
       resume_.assign(key());
+      if (parts_.size() == 1) {
+        // The large run alone: no small run held keys when the parts were made. Its cursor
+        // carries on across the run's own batches, and it holds no erasure (invariant (4)),
+        // so only a small run written since the parts were made calls for seeking again.
+        if (!small_runs_changed()) {
+          if (Status s = parts_[0].c.next(); !s.ok()) return fail(s);
+          current_ = parts_[0].c.valid() ? &parts_[0] : nullptr;
+          if (!small_runs_changed()) return Status::OK();
+        }
+        return seek_all(resume_, true);
+      }
       if (!changed()) {
         if (Status s = step_past(resume_); !s.ok()) return fail(s);
         if (Status s = settle(); !s.ok()) return s;
@@ -272,8 +285,11 @@ class packed_tier {
       typename run::cursor c;
       std::uint64_t generation;  // of r's index when c last sought
     };
+    bool small_runs_changed() const {
+      return tier_->occupied_.load(std::memory_order_acquire) != occupied_;
+    }
     bool changed() const {
-      if (tier_->occupied_.load(std::memory_order_acquire) != occupied_) return true;
+      if (small_runs_changed()) return true;
       for (const part& p : parts_) {
         if (p.r->generation() != p.generation) return true;
       }
