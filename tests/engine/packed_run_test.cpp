@@ -844,7 +844,7 @@ TYPED_TEST(PackedTierTest, AFlushWithErasuresLeavesOlderRunsAlone) {
   ASSERT_TRUE(f.tier->merge().ok());
   for (int round = 1; round <= 2; ++round) {
     std::map<std::string, std::optional<std::string>> b;
-    for (int i = 0; i < 300; ++i) b[key_of(rng() % 2000)] = "v" + std::to_string(round);
+    for (int i = 0; i < 300; ++i) b[key_of(rng() % 2000)] = std::string("v") + std::to_string(round);
     flush(b);
   }
   ASSERT_EQ(f.tier->small_runs(), 2u);

@@ -49,6 +49,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <optional>
 #include <span>
@@ -81,9 +82,11 @@ class packed_run {
   static constexpr std::size_t kSliceBytes = std::size_t{2} << 20;
   static constexpr std::size_t kSlicesPerRun = 16;
 
-  // A node of the index: its first key and its block.
+  // A node of the index: its first key and its block. In a published index, `first` views
+  // the index's own copy of the key; in the refs a batch or a recovery gathers, the base
+  // index's, or its own (made_keys_).
   struct ref {
-    std::string first;  // the node's first key
+    std::string_view first;  // the node's first key
     node_offset at;
     std::size_t bytes;  // its block's
   };
@@ -102,8 +105,10 @@ class packed_run {
 
   // The DRAM index: each node's ref, in key order, and each node's first key as the search
   // compares it first, its first 16 bytes and its size (btree_node.hpp's prefix), kept apart
-  // so that the search's steps read 24 bytes each, not a ref and its key's bytes. Immutable
-  // once published; `generation` counts the indexes the run has published.
+  // so that the search's steps read 24 bytes each, not a ref and its key's bytes. The first
+  // keys are copied into one buffer of the index's own, so that publishing an index costs
+  // no allocation per node. Immutable once published; `generation` counts the indexes the
+  // run has published.
   struct index_type {
     struct head {
       btree_layout::prefix pre;
@@ -113,15 +118,24 @@ class packed_run {
     std::vector<head> heads;
     std::uint64_t generation = 0;
     std::optional<key_filter> filter;  // over every record's key, if the run keeps one
+    std::string keys;                  // the first keys the refs view, back to back
 
     index_type() = default;
+    // `r`'s first keys are copied: they need to last only through the call.
     index_type(std::vector<ref> r, std::uint64_t g) : refs(std::move(r)), generation(g) {
+      std::size_t bytes = 0;
+      for (const ref& x : refs) bytes += x.first.size();
+      keys.reserve(bytes);
+      for (const ref& x : refs) keys.append(x.first);
       heads.resize(refs.size());
-      for (std::size_t i = 0; i < refs.size(); ++i) {
+      for (std::size_t i = 0, at = 0; i < refs.size(); at += refs[i].first.size(), ++i) {
+        refs[i].first = std::string_view(keys.data() + at, refs[i].first.size());
         heads[i] = {btree_layout::prefix_of(refs[i].first),
                     static_cast<std::uint32_t>(refs[i].first.size())};
       }
     }
+    index_type(const index_type&) = delete;  // the refs view keys
+    index_type& operator=(const index_type&) = delete;
     // The index of the node whose range holds `key`: the last whose first key is at most
     // `key`, or the first. REQUIRES: !refs.empty().
     std::size_t node_for(std::string_view key) const {
@@ -182,6 +196,7 @@ class packed_run {
     Status s = walk(mark_live, &refs);
     if (!s.ok()) refs.clear();
     publish(std::move(refs));
+    made_keys_.clear();
     return s;
   }
 
@@ -229,7 +244,7 @@ class packed_run {
   // The value of `key` into *value: OK, NotFound (no record of the key, or a record of its
   // erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
-    packed_kind kind;
+    packed_kind kind{};
     Status s = find(key, value, &kind, verify);
     return s.ok() && kind == packed_kind::erasure ? Status::NotFound("") : s;
   }
@@ -433,6 +448,7 @@ class packed_run {
     settle();
     durable<Policy, Mode>::complete();
     publish(std::move(out), base);
+    made_keys_.clear();
     retire(base);
     return status;
   }
@@ -581,7 +597,7 @@ class packed_run {
           return Status::Corruption("packed run: keys out of order in the node at " +
                                     std::to_string(here.value));
         }
-        if (i == 0) refs->push_back({key, here, bytes});
+        if (i == 0) refs->push_back({made_keys_.emplace_back(key), here, bytes});
         last.swap(key);
       }
       if (mark_live) {
@@ -672,7 +688,7 @@ class packed_run {
       const std::size_t bytes =
           std::max(node_bytes_, packed_builder<Policy>::single_record_bytes(r.key, r.value));
       if (auto error = start(bytes)) return *error;
-      made.push_back({std::string(r.key), *current, bytes});
+      made.push_back({made_keys_.emplace_back(r.key), *current, bytes});
       builder_.add(r.key, r.value, r.kind);
     }
     if (current) {
@@ -702,12 +718,15 @@ class packed_run {
   std::atomic<const index_type*> index_;  // owned; replaced by publish
   std::vector<node_offset> retired_;   // unlinked by a swap not yet known durable
   std::vector<node_offset> unlinked_;  // unlinked durably, named by the index in use (epochs)
+  // The first keys of the nodes a batch made (or a recovery found), which its refs view until
+  // it publishes them (a deque: a key stays where it is as more come).
+  std::deque<std::string> made_keys_;
   packed_builder<Policy> builder_{0};
   std::vector<unsigned char> scratch_;
   // replace's: a record of the merge, and the old node's keys, whole.
   struct merged_record {
     std::string_view key, value;
-    packed_kind kind;
+    packed_kind kind{};
     std::size_t key_at = 0, key_size = 0;  // the key in keys_, if key_size > 0
   };
   std::string keys_;

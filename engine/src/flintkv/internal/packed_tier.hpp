@@ -226,7 +226,7 @@ class packed_tier {
         const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
         m &= ~slot_bit(i);
         if (!small_[i]->may_hold(hash)) continue;
-        packed_kind kind;
+        packed_kind kind{};
         Status s = small_[i]->find_past_filter(key, value, &kind, verify);
         if (s.IsNotFound()) continue;
         // The newest record: an erasure hides the key in every older run.
