@@ -27,7 +27,8 @@ class key_filter {
 
   // A filter for up to `keys` keys at `bits_per_key` (at least one block).
   key_filter(std::size_t keys, unsigned bits_per_key)
-      : blocks_(std::max<std::size_t>(1, (keys * bits_per_key + kBlockBits - 1) / kBlockBits)) {}
+      : keys_(keys),
+        blocks_(std::max<std::size_t>(1, (keys * bits_per_key + kBlockBits - 1) / kBlockBits)) {}
 
   void add(std::uint32_t hash) {
     block& b = blocks_[block_of(hash)];
@@ -49,6 +50,8 @@ class key_filter {
   // side by side.
   void prefetch(std::uint32_t hash) const { __builtin_prefetch(&blocks_[block_of(hash)]); }
   std::size_t bytes() const { return blocks_.size() * sizeof(block); }
+  // The keys it was made for: past them, more keys pass that it does not hold.
+  std::size_t capacity() const { return keys_; }
 
  private:
   static constexpr std::size_t kBlockBits = 512;
@@ -66,6 +69,7 @@ class key_filter {
     return z ^ (z >> 31);
   }
 
+  std::size_t keys_;
   std::vector<block> blocks_;
 };
 

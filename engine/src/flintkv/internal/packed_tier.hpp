@@ -39,6 +39,7 @@
 // Persistence: flush's and merge's changes are durable when they return.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -50,6 +51,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flintkv/internal/key_filter.hpp"
 #include "flintkv/internal/packed_run.hpp"
 
 namespace flintkv::internal {
@@ -90,12 +92,17 @@ class packed_tier {
       : pool_(pool),
         root_(r),
         node_bytes_(node_bytes),
-        large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs) {
+        large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs),
+        epochs_(epochs),
+        filter_bits_per_key_(filter_bits_per_key) {
     for (auto& head : r->small) {
       small_.push_back(std::make_unique<run>(pool, h, &head, place_of(pool, &head), node_bytes,
                                              epochs, filter_bits_per_key));
     }
   }
+  ~packed_tier() { delete front_.load(std::memory_order_relaxed); }
+  packed_tier(const packed_tier&) = delete;
+  packed_tier& operator=(const packed_tier&) = delete;
 
   // Recovers every run (packed_run::recover); the first Corruption met is returned. A tier
   // written with another node size is InvalidArgument, its node size word damaged is
@@ -120,6 +127,18 @@ class packed_tier {
         occupied |= slot_bit(i);
       }
     }
+    // The front filter, from the small runs' records (none if one cannot be read: Gets then
+    // ask each run, and meet the damage).
+    front_hashes_.clear();
+    bool readable = first.ok();
+    for (std::size_t i = 0; i < end_ && readable; ++i) {
+      typename run::cursor c(*small_[i], true);
+      Status s = c.seek_to_first();
+      for (; s.ok() && c.valid(); s = c.next()) front_hashes_.push_back(key_hash(c.key()));
+      readable = s.ok();
+    }
+    retire_front(front_.exchange(nullptr, std::memory_order_acq_rel));
+    if (readable && !front_hashes_.empty()) publish_front(front_hashes_.size());
     occupied_.store(occupied, std::memory_order_release);
     return first;
   }
@@ -153,6 +172,9 @@ class packed_tier {
     // runs out of room frees the nodes it made and stores nothing).
     Status s = small_[end_]->apply(batch);
     if (small_[end_]->nodes() != 0) {
+      // The front filter takes the run's keys before readers find its slot (front_).
+      for (const change& c : batch) front_hashes_.push_back(key_hash(c.key));
+      publish_front(batch.size());
       occupied_.fetch_or(slot_bit(end_), std::memory_order_release);
       ++end_;
     }
@@ -210,6 +232,8 @@ class packed_tier {
       occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
     }
     end_ = 0;
+    front_hashes_.clear();
+    retire_front(front_.exchange(nullptr, std::memory_order_acq_rel));
     return Status::OK();
   }
 
@@ -217,8 +241,9 @@ class packed_tier {
   // newest record is an erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
     const std::uint32_t occupied = occupied_.load(std::memory_order_acquire);
-    if (occupied != 0) {
-      const std::uint32_t hash = key_hash(key);
+    const std::uint32_t hash = occupied != 0 ? key_hash(key) : 0;
+    const key_filter* front = occupied != 0 ? front_.load(std::memory_order_acquire) : nullptr;
+    if (occupied != 0 && (front == nullptr || front->may_contain(hash))) {
       for (std::uint32_t m = occupied; m != 0; m &= m - 1) {
         small_[static_cast<std::size_t>(std::countr_zero(m))]->prefetch_filter(hash);
       }
@@ -369,16 +394,57 @@ class packed_tier {
   }
   static constexpr std::uint32_t slot_bit(std::size_t i) { return std::uint32_t{1} << i; }
 
+  // Publishes a front filter over front_hashes_, whose last `added` are new since the last:
+  // the last one's copy with them added, or, past its capacity, one made anew for at least
+  // the small runs' worth of such flushes. Without key filters, none.
+  void publish_front(std::size_t added) {
+    if (filter_bits_per_key_ == 0) return;
+    const key_filter* old = front_.load(std::memory_order_relaxed);
+    key_filter* made;
+    if (old != nullptr && old->capacity() >= front_hashes_.size()) {
+      made = new key_filter(*old);
+      for (std::size_t i = front_hashes_.size() - added; i < front_hashes_.size(); ++i) {
+        made->add(front_hashes_[i]);
+      }
+    } else {
+      made = new key_filter(std::max(2 * front_hashes_.size(), kPackedSmallRuns * added),
+                            filter_bits_per_key_);
+      for (std::uint32_t hash : front_hashes_) made->add(hash);
+    }
+    front_.store(made, std::memory_order_release);
+    retire_front(old);
+  }
+  // A front filter no longer published: to the epoch domain, or deleted without one.
+  void retire_front(const key_filter* old) {
+    if (old == nullptr) return;
+    if (epochs_ != nullptr) {
+      epochs_->retire(const_cast<key_filter*>(old));
+    } else {
+      delete old;
+    }
+  }
+
   const alloc::pool& pool_;
   root* root_;
   std::size_t node_bytes_;
   run large_;
   std::vector<std::unique_ptr<run>> small_;  // by slot: a higher slot is newer
   std::size_t end_ = 0;  // the writer's: the slot the next flush fills
+  alloc::epoch_domain* epochs_;
+  unsigned filter_bits_per_key_;
   // The slots whose runs may hold keys, for readers: a bit is set once its run is written
   // and cleared once it is emptied, so a reader that finds a bit clear finds the large run
   // holding what the run held (invariant (2)).
   std::atomic<std::uint32_t> occupied_{0};
+  // The front filter: a key filter over every record of the small runs (null when they are
+  // empty, or without key filters), so that a Get of a key no small run holds, most Gets,
+  // passes them all on one line instead of one per run. Immutable once published; a flush
+  // publishes the next before it sets its slot's bit, so a reader that finds the bit finds
+  // a filter with the run's keys; a merge drops it only after emptying the small runs, so a
+  // reader whose slots are stale and whose filter is newer finds the large run holding what
+  // they held. The writer keeps the keys' hashes, to make the next.
+  std::atomic<const key_filter*> front_{nullptr};
+  std::vector<std::uint32_t> front_hashes_;
 };
 
 }  // namespace flintkv::internal
