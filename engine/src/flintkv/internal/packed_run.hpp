@@ -67,6 +67,19 @@
 
 namespace flintkv::internal {
 
+// An object no reader can reach any more (readers beside a writer read the one it replaced):
+// to the epoch domain, which deletes it once no reader is pinned, or deleted at once without
+// one (no reader runs beside the writer then).
+template <class T>
+void retire_object(alloc::epoch_domain* epochs, const T* old) {
+  if (old == nullptr) return;
+  if (epochs != nullptr) {
+    epochs->retire(const_cast<T*>(old));
+  } else {
+    delete old;
+  }
+}
+
 template <class Policy, class Mode>
 class packed_run {
  public:
@@ -398,8 +411,7 @@ class packed_run {
     std::size_t sliced = 0;  // bytes of old nodes unlinked since the last publication
     std::size_t slice = slice_bytes_;
     if (slice == 0) {
-      for (const ref& r : index) slice += r.bytes;
-      slice = std::max(kSliceBytes, slice / kSlicesPerRun);
+      slice = std::max(kSliceBytes, block_bytes() / kSlicesPerRun);
     }
     if (index.empty() && !changes.empty()) {
       // No node yet: every change is a key of the first nodes.
@@ -518,13 +530,7 @@ class packed_run {
     publish(std::move(now), &base);
   }
   // An index no longer published: to the epoch domain, or deleted without one.
-  void retire(const index_type* old) {
-    if (epochs_ != nullptr) {
-      epochs_->retire(const_cast<index_type*>(old));
-    } else {
-      delete old;
-    }
-  }
+  void retire(const index_type* old) { retire_object(epochs_, old); }
   // A filter over the keys of the records of the nodes `refs` names, erasures too (a tier's
   // Get must find an erasure to stop at it), or none if one of them cannot be read (then
   // Gets read the nodes, and report the damage where they meet it).

@@ -414,15 +414,8 @@ class packed_tier {
     front_.store(made, std::memory_order_release);
     retire_front(old);
   }
-  // A front filter no longer published: to the epoch domain, or deleted without one.
-  void retire_front(const key_filter* old) {
-    if (old == nullptr) return;
-    if (epochs_ != nullptr) {
-      epochs_->retire(const_cast<key_filter*>(old));
-    } else {
-      delete old;
-    }
-  }
+  // A front filter no longer published.
+  void retire_front(const key_filter* old) { retire_object(epochs_, old); }
 
   const alloc::pool& pool_;
   root* root_;
