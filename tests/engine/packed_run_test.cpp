@@ -8,6 +8,13 @@
 //    removals, against a map of each key's record: find reports erasure records (through a
 //    key filter too), get answers as a map of values, cursors stop on erasure records, and
 //    recovery keeps them.
+//  - PackedRunTest.SeeksBeforeAsAMapDoes: seek_before and seek_to_last against a map of each
+//    key's record (erasure records too) for probes of every kind (keys held and not, between
+//    keys, prefixes, "", before the first and past the last), next() after them, and a walk
+//    back from the last key by seek_before of each key; an empty run, first and last. A
+//    seek_before that answers the last key at most the probe fails it (and
+//    BatchesAnswerAsAMapDoes, which walks back too), as does one that does not go back to
+//    the node before a node's first record.
 //  - PackedRunTest.ErasingEveryKeyGivesEveryBlockBack: nothing leaks, across a recovery;
 //    clear() gives every block back at once.
 //  - PackedRunTest.DamageIsReportedNotRead: a flipped byte in a record, a header or the head
@@ -262,6 +269,99 @@ void expect_seeks_as_map(const Store& store, const std::map<std::string, std::st
   }
 }
 
+// What an entry of a model says a cursor reads there: a map of values (a tier's, a run's
+// without erasure records) holds strings; a map of a run's records, nullopt for an erasure.
+std::string_view value_in(const std::string& v) { return v; }
+std::string_view value_in(const std::optional<std::string>& v) {
+  return v ? std::string_view(*v) : std::string_view();
+}
+bool erased_in(const std::string&) { return false; }
+bool erased_in(const std::optional<std::string>& v) { return !v; }
+
+// Expects `cur` at m's entry `it` (not valid for m.end()): its key, its value, and its kind
+// if the cursor reports erasure records.
+template <class Cursor, class Map>
+void expect_at(const Cursor& cur, const Map& m, typename Map::const_iterator it,
+               const std::string& context) {
+  if (it == m.end()) {
+    ASSERT_FALSE(cur.valid()) << context << ": at " << cur.key() << ", past the last";
+    return;
+  }
+  ASSERT_TRUE(cur.valid()) << context << ": not valid where " << it->first << " was due";
+  ASSERT_EQ(cur.key(), it->first) << context;
+  ASSERT_EQ(cur.value(), value_in(it->second)) << context;
+  if constexpr (requires { cur.erased(); }) {
+    ASSERT_EQ(cur.erased(), erased_in(it->second)) << context;
+  }
+}
+
+// Positions a cursor of `store` backward as m's iterators go (m holds what the cursor stops
+// on): seek_before of "", of keys of [0, keys) and past them, of keys of m, of keys between
+// two, of prefixes of keys, before the first key and past the last, each followed by next()
+// steps through m's successors; then seek_to_last, and a walk from the last key to the first
+// by seek_before of the cursor's own key, now and then a step forward and back again.
+template <class Cursor, class Store, class Map>
+void expect_seeks_before_as_map(const Store& store, const Map& m, std::mt19937_64& rng,
+                                std::uint64_t keys) {
+  Cursor cur(store, true);
+  // m's last entry below `probe`, or m.end().
+  const auto before = [&](const std::string& probe) {
+    const auto it = m.lower_bound(probe);
+    return it == m.begin() ? m.end() : std::prev(it);
+  };
+  for (int seek = 0; seek < 40; ++seek) {
+    std::string probe;
+    switch (seek % 8) {
+      case 0:  // below every key
+        probe = seek == 0 ? "" : "a";
+        break;
+      case 1:  // above every key
+        probe = "z";
+        break;
+      case 2:  // a prefix of a key: below it and above the keys before it
+        probe = key_of(rng() % keys).substr(0, 3 + rng() % 8);
+        break;
+      case 3:  // between a key and the next
+        probe = key_of(rng() % (keys + 100)) + '!';
+        break;
+      case 4:  // a key the store holds
+        if (!m.empty()) {
+          probe = std::next(m.begin(), static_cast<std::ptrdiff_t>(rng() % m.size()))->first;
+          break;
+        }
+        [[fallthrough]];
+      default:
+        probe = key_of(rng() % (keys + 100));
+    }
+    ASSERT_TRUE(cur.seek_before(probe).ok()) << probe;
+    auto it = before(probe);
+    ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, it, "seek_before(" + probe + ")"));
+    for (int step = 1; step <= 5 && it != m.end(); ++step) {
+      ASSERT_TRUE(cur.next().ok());
+      ++it;
+      ASSERT_NO_FATAL_FAILURE(
+          expect_at(cur, m, it, "seek_before(" + probe + "), next " + std::to_string(step)));
+    }
+  }
+  ASSERT_TRUE(cur.seek_to_last().ok());
+  auto it = m.empty() ? m.end() : std::prev(m.end());
+  ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, it, "seek_to_last"));
+  std::size_t walked = 0;
+  for (; it != m.end(); ++walked) {
+    if (rng() % 16 == 0) {  // forward to the next key, and back
+      ASSERT_TRUE(cur.next().ok());
+      ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, std::next(it), "next after " + it->first));
+      ASSERT_TRUE((cur.valid() ? cur.seek_before(cur.key()) : cur.seek_to_last()).ok());
+      ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, it, "back to " + it->first));
+    }
+    ASSERT_TRUE(cur.seek_before(cur.key()).ok());
+    const std::string from = it->first;
+    it = it == m.begin() ? m.end() : std::prev(it);
+    ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, it, "walking back from " + from));
+  }
+  EXPECT_EQ(walked, m.size());
+}
+
 TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
   using fx = typename TestFixture::fx;
   // (node bytes, key filter bits): a filtered run answers as an unfiltered one.
@@ -276,7 +376,10 @@ TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
       const auto b = random_batch(rng, batch % 10 == 0 ? 2000 : 60, 5000);
       ASSERT_TRUE(f.run->apply(TestFixture::changes_of(b)).ok());
       expect_batch_read(*f.run, b, &m);
-      if (batch % 25 == 24) TestFixture::expect_same(f, m);
+      if (batch % 25 == 24) {
+        TestFixture::expect_same(f, m);
+        expect_seeks_before_as_map<typename fx::run_type::cursor>(*f.run, m, rng, 5000);
+      }
       expect_seeks_as_map<typename fx::run_type::cursor>(*f.run, m, rng, 5000);
       if (batch % 50 == 49) {
         ASSERT_TRUE(f.recover().ok());
@@ -366,6 +469,53 @@ TYPED_TEST(PackedRunTest, ErasureRecordsAnswerAsAMapDoes) {
       }
     }
     EXPECT_GT(erasure_records, 1000u);
+  }
+}
+
+// Backward positioning against a map of each key's record (nullopt: an erasure record,
+// which the cursor stops on as its forward moves do): random batches of puts and erasures
+// (recorded or removals) in nodes of 256 bytes (many nodes, so that the record before a
+// node's first is the node before's last) and of 4096; expect_seeks_before_as_map on the
+// empty run, after every few batches, after a recovery, and once every key is removed.
+TYPED_TEST(PackedRunTest, SeeksBeforeAsAMapDoes) {
+  using fx = typename TestFixture::fx;
+  using run_type = typename fx::run_type;
+  using cursor = typename run_type::cursor;
+  using change = typename TestFixture::change;
+  constexpr std::uint64_t kKeys = 3000;
+  for (const std::size_t node_bytes : {std::size_t{256}, std::size_t{4096}}) {
+    SCOPED_TRACE("nodes of " + std::to_string(node_bytes));
+    fx f(64 << 20, node_bytes);
+    std::map<std::string, std::optional<std::string>> m;
+    std::mt19937_64 rng(31 + node_bytes);
+    expect_seeks_before_as_map<cursor>(*f.run, m, rng, kKeys);
+    for (int batch = 0; batch < 60; ++batch) {
+      const auto b = random_batch(rng, batch % 10 == 0 ? 1000 : 60, kKeys);
+      std::vector<change> changes;
+      for (const auto& [k, v] : b) {
+        const bool record = !v && rng() % 2 == 0;
+        changes.push_back({k, v ? std::string_view(*v) : std::string_view(), !v,
+                           record ? run_type::erase_as::record : run_type::erase_as::removal});
+        if (v || record) {
+          m[k] = v;
+        } else {
+          m.erase(k);
+        }
+      }
+      ASSERT_TRUE(f.run->apply(changes).ok());
+      if (batch % 5 == 4) expect_seeks_before_as_map<cursor>(*f.run, m, rng, kKeys);
+      if (batch == 29) {
+        ASSERT_TRUE(f.recover().ok());
+        expect_seeks_before_as_map<cursor>(*f.run, m, rng, kKeys);
+      }
+    }
+    EXPECT_GT(f.run->nodes(), 1u);
+    std::vector<change> removals;
+    for (const auto& [k, unused] : m) removals.push_back({k, {}, true});
+    ASSERT_TRUE(f.run->apply(removals).ok());
+    ASSERT_EQ(f.run->nodes(), 0u);
+    m.clear();
+    expect_seeks_before_as_map<cursor>(*f.run, m, rng, kKeys);
   }
 }
 
@@ -460,6 +610,8 @@ TYPED_TEST(PackedRunTest, DamageIsReportedNotRead) {
       EXPECT_TRUE(f.run->get(victim, &value).IsCorruption());
       typename fx::run_type::cursor cur(*f.run, true);
       EXPECT_TRUE(cur.seek(victim).IsCorruption());
+      EXPECT_FALSE(cur.valid());
+      EXPECT_TRUE(cur.seek_before(key_of(251)).IsCorruption());
       EXPECT_FALSE(cur.valid());
     } else if (what == 1) {  // the node's header check
       node[sizeof(in::packed_node<typename TypeParam::policy>)] ^= std::byte{1};

@@ -282,6 +282,9 @@ class packed_run {
   // stops on erasure records too (erased()), so that the tier can hide the key in older
   // runs. Every record it reads is checked when `verify` is set; a damaged one stops it with
   // Corruption.
+  // Backward, it positions only: seek_before and seek_to_last each search the index and
+  // decode a node (two when the record sought is the last of the node before), and a walk
+  // back seeks before each key in turn. next() carries on forward from where they left it.
   // Beside a writer (an epoch domain), each move, and the use of key() and value() after it,
   // is made pinned; between moves the cursor may be unpinned: a move that finds the index
   // replaced since the last carries on from the cursor's key in the new one, at the first
@@ -302,6 +305,27 @@ class packed_run {
       if (Status s = open(); !s.ok()) return s;
       i_ = 0;
       return settle();
+    }
+    // At the last key below `key` (!valid() if there is none: "" is below every key). `key`
+    // may be the cursor's own key().
+    Status seek_before(std::string_view key) {
+      load();
+      if (ix_->refs.empty()) return stop();
+      node_ = ix_->node_for(key);
+      if (Status s = open(); !s.ok()) return s;
+      const auto position = view_->lower_bound(key, verify_);
+      if (!position) return fail();
+      i_ = *position;
+      return settle_back();
+    }
+    // At the last key (!valid() if the run is empty).
+    Status seek_to_last() {
+      load();
+      if (ix_->refs.empty()) return stop();
+      node_ = ix_->refs.size() - 1;
+      if (Status s = open(); !s.ok()) return s;
+      i_ = view_->size();
+      return settle_back();
     }
     // REQUIRES: valid().
     Status next() {
@@ -347,6 +371,23 @@ class packed_run {
         if (Status s = open(); !s.ok()) return s;
         i_ = 0;
       }
+      return read();
+    }
+    // Reads the record before i_ of the node, or the last of the node before when i_ is 0
+    // (keys ascend across nodes: the record before a node's first is the previous node's
+    // last).
+    Status settle_back() {
+      while (i_ == 0) {
+        if (node_ == 0) return stop();
+        --node_;
+        if (Status s = open(); !s.ok()) return s;
+        i_ = view_->size();
+      }
+      --i_;
+      return read();
+    }
+    // Reads record i_ of the node. REQUIRES: i_ < view_->size().
+    Status read() {
       const auto r = view_->record(i_, verify_);
       if (!r) return fail();
       key_.assign(view_->prefix()).append(r->suffix);
