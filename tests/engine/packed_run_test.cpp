@@ -24,7 +24,8 @@
 //  - PackedRunTest.CursorCarriesOnAcrossBatches: a cursor moved between batches that change
 //    keys behind it, at it and ahead of it (two batches per move, so freed blocks are taken
 //    again) steps to the first key above its own that the run holds now, alone and with an
-//    epoch domain.
+//    epoch domain. CursorCarriesOnAfterSeekBefore: the same, the cursor put by seek_before
+//    before each move's batches.
 //  - PackedRunReaders.GetsAndScansBesideBatches: two reader threads get and scan, pinned per
 //    call, while a writer applies batches: every read is OK and of a value its key had.
 //    Freeing unlinked nodes without the epoch domain fails it (read values of other keys).
@@ -34,6 +35,12 @@
 //    PackedTierReaders.GetsAndScansBesideFlushesAndMerges: the same checks of the packed tier
 //    (packed_tier.hpp), flushed and merged. A tier cursor that does not seek again after a
 //    merge fails the cursor test.
+//  - PackedTierTest.SeeksBeforeAsAMapDoes and CursorCarriesOnAfterSeekBefore: the run's
+//    backward checks on the tier, with ranges of erased keys over older runs' values, after
+//    merges (the large run alone), and a tier whose every key is erased. Each of these fails
+//    both: a newest erasure that answers; the oldest run's record of a key answering; only
+//    the newest run going below an erased key. A next() after seek_before that takes the
+//    forward path fails SeeksBeforeAsAMapDoes.
 //  - PackedTierTest.AFlushWithErasuresLeavesOlderRunsAlone: a flush's erasures are records
 //    of its own small run: the large run's head and every older run's index stay as they
 //    were, while gets and scans answer as a map; a merge leaves no erasure record in the
@@ -669,11 +676,14 @@ TYPED_TEST(PackedRunTest, NoSpaceLeavesEachKeyOldOrNew) {
 
 // A cursor of `store` moved between batches (`write`) that change keys behind it, at it and
 // ahead of it (two batches per move, so that blocks the first freed are taken by the second)
-// steps to the first key above its own that the store holds now. Returns the map of what the
-// store holds at the end.
+// steps to the first key above its own that the store holds now. With `backward`, the cursor
+// is put before each round's batches by seek_before of a key a little above its own, which
+// must find the last key below it, so that the steps after the batches carry on from a
+// backward positioning. Returns the map of what the store holds at the end.
 template <class Cursor, class Store, class Write>
 std::map<std::string, std::string> check_cursor_carries_on(const Store& store, Write write,
-                                                           std::uint64_t seed) {
+                                                           std::uint64_t seed,
+                                                           bool backward = false) {
   std::map<std::string, std::string> m;
   std::map<std::string, std::optional<std::string>> first;
   for (std::uint64_t k = 0; k < 3000; k += 2) {
@@ -686,6 +696,19 @@ std::map<std::string, std::string> check_cursor_carries_on(const Store& store, W
   EXPECT_TRUE(cur.seek("").ok());
   std::size_t steps = 0;
   for (int round = 1; cur.valid(); ++round) {
+    if (backward) {
+      // Below a key 1 to 4 above the cursor's: at the cursor's key, or a key after it.
+      const std::string probe =
+          key_of(std::stoull(std::string(cur.key().substr(3))) + 1 + rng() % 4);
+      EXPECT_TRUE(cur.seek_before(probe).ok());
+      const auto it = std::prev(m.lower_bound(probe));
+      if (!cur.valid() || cur.key() != it->first || cur.value() != it->second) {
+        ADD_FAILURE() << "seek_before(" << probe << ") at "
+                      << (cur.valid() ? std::string(cur.key()) : "the end") << ", where "
+                      << it->first << " was due";
+        return m;
+      }
+    }
     const std::uint64_t at = std::stoull(std::string(cur.key().substr(3)));
     for (int batch = 0; batch < 2; ++batch) {
       std::map<std::string, std::optional<std::string>> b;
@@ -741,6 +764,21 @@ TYPED_TEST(PackedRunTest, CursorCarriesOnAcrossBatches) {
         *f.run,
         [&](const auto& b) { return f.run->apply(TestFixture::changes_of(b)); },
         shared ? 7 : 8);
+    TestFixture::expect_same(f, m);
+  }
+}
+
+// The same, with the cursor put by seek_before before each round's batches: its next()
+// carries on from there across the batches' indexes.
+TYPED_TEST(PackedRunTest, CursorCarriesOnAfterSeekBefore) {
+  using fx = typename TestFixture::fx;
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "with an epoch domain" : "alone");
+    fx f(64 << 20, 256, shared);
+    const auto m = check_cursor_carries_on<typename fx::run_type::cursor>(
+        *f.run,
+        [&](const auto& b) { return f.run->apply(TestFixture::changes_of(b)); },
+        shared ? 17 : 18, true);
     TestFixture::expect_same(f, m);
   }
 }
@@ -974,6 +1012,63 @@ TYPED_TEST(PackedTierTest, AnswersAsAMapDoes) {
   EXPECT_GT(merges, busy);
 }
 
+// Backward positioning of the tier against std::map: random batches of puts and erasures
+// flushed, merged when every slot is taken and now and then before, and every tenth batch
+// the erasure of a range of 60 keys, so that many keys in a row have a newest record that
+// is an erasure over older runs' values; expect_seeks_before_as_map on the empty tier,
+// every few batches and after each merge (the large run alone). Then a flush that erases
+// every key (records in front, but no key), and its merge.
+TYPED_TEST(PackedTierTest, SeeksBeforeAsAMapDoes) {
+  using fx = typename TestFixture::fx;
+  using tier_cursor = typename fx::tier_type::cursor;
+  constexpr std::uint64_t kKeys = 4000;
+  fx f(256 << 20, 256);
+  std::map<std::string, std::string> m;
+  std::mt19937_64 rng(41);
+  std::size_t merges = 0, checked_with_small_runs = 0;
+  const auto flush = [&](const std::map<std::string, std::optional<std::string>>& b) {
+    const auto changes = TestFixture::changes_of(b);
+    Status s = f.tier->flush(changes);
+    if (s.IsBusy()) {
+      ASSERT_TRUE(f.tier->merge().ok());
+      ++merges;
+      expect_seeks_before_as_map<tier_cursor>(*f.tier, m, rng, kKeys);
+      s = f.tier->flush(changes);
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    expect_batch_read(*f.tier, b, &m);
+  };
+  expect_seeks_before_as_map<tier_cursor>(*f.tier, m, rng, kKeys);
+  for (int batch = 0; batch < 120; ++batch) {
+    auto b = random_batch(rng, batch % 10 == 0 ? 1500 : 80, kKeys);
+    if (batch % 10 == 5) {
+      const std::uint64_t from = rng() % kKeys;
+      for (std::uint64_t k = from; k < from + 60 && k < kKeys; ++k) b[key_of(k)] = std::nullopt;
+    }
+    ASSERT_NO_FATAL_FAILURE(flush(b));
+    if (rng() % 15 == 0) {
+      ASSERT_TRUE(f.tier->merge().ok());
+      ++merges;
+      expect_seeks_before_as_map<tier_cursor>(*f.tier, m, rng, kKeys);
+    }
+    if (batch % 4 == 3) {
+      checked_with_small_runs += f.tier->small_runs() > 1 ? 1 : 0;
+      expect_seeks_before_as_map<tier_cursor>(*f.tier, m, rng, kKeys);
+    }
+  }
+  EXPECT_GT(merges, 2u);
+  EXPECT_GT(checked_with_small_runs, 10u);
+  std::map<std::string, std::optional<std::string>> erase_all;
+  for (const auto& [k, unused] : m) erase_all[k] = std::nullopt;
+  ASSERT_NO_FATAL_FAILURE(flush(erase_all));
+  ASSERT_TRUE(m.empty());
+  ASSERT_GT(f.tier->small_runs(), 0u);
+  expect_seeks_before_as_map<tier_cursor>(*f.tier, m, rng, kKeys);
+  ASSERT_TRUE(f.tier->merge().ok());
+  ASSERT_EQ(f.tier->large().nodes(), 0u);
+  expect_seeks_before_as_map<tier_cursor>(*f.tier, m, rng, kKeys);
+}
+
 // A flush whose erasures hit keys of the large run and of older small runs writes a small
 // run of its own and touches no other: the large run's head word keeps its bytes and every
 // older run's index its generation (a batch applied to a run publishes a new one), while
@@ -1058,6 +1153,28 @@ TYPED_TEST(PackedTierTest, CursorCarriesOnAcrossFlushesAndMerges) {
       return s;
     };
     check_cursor_carries_on<typename fx::tier_type::cursor>(*f.tier, write, shared ? 9 : 10);
+  }
+}
+
+// The same, with the cursor put by seek_before before each round's flushes and merges.
+TYPED_TEST(PackedTierTest, CursorCarriesOnAfterSeekBefore) {
+  using fx = typename TestFixture::fx;
+  for (const bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "with an epoch domain" : "alone");
+    fx f(64 << 20, 256, shared);
+    std::size_t merges = 0;
+    const auto write = [&](const auto& b) {
+      const auto changes = TestFixture::changes_of(b);
+      Status s = f.tier->flush(changes);
+      if (s.IsBusy() || (s.ok() && merges++ % 3 == 0)) {
+        if (Status m = f.tier->merge(); !m.ok()) return m;
+        if (s.IsBusy()) s = f.tier->flush(changes);
+      }
+      return s;
+    };
+    const auto m = check_cursor_carries_on<typename fx::tier_type::cursor>(
+        *f.tier, write, shared ? 19 : 20, true);
+    TestFixture::expect_same(*f.tier, m);
   }
 }
 

@@ -270,6 +270,13 @@ class packed_tier {
   // from a small run into the large one are not missed. With no small run holding keys (the
   // common case, between merges) a step is the large run's cursor's and two loads of the
   // occupied slots.
+  // Backward, it positions only (seek_before, seek_to_last): each run's cursor goes to its
+  // last key below the bound, and the largest of those keys answers from the newest run that
+  // holds it; if that record is an erasure, the runs at that key go below it in turn. A
+  // positioning during which the tier changed is done again (a part read before a merge
+  // emptied its run, beside one read after, could answer a key the tier never held). Each
+  // backward move decodes a node or two of each run; the next() after it seeks every run
+  // past its key, unless the large run alone holds keys.
   class cursor {
    public:
     cursor(const packed_tier& tier, bool verify) : tier_(&tier), verify_(verify) {}
@@ -277,6 +284,11 @@ class packed_tier {
     // At the first key at least `key` (!valid() if there is none).
     Status seek(std::string_view key) { return seek_all(key, false); }
     Status seek_to_first() { return seek_all({}, false); }
+    // At the last key below `key` (!valid() if there is none: "" is below every key). `key`
+    // may be the cursor's own key().
+    Status seek_before(std::string_view key) { return seek_back(key, false); }
+    // At the last key (!valid() if the tier holds none).
+    Status seek_to_last() { return seek_back({}, true); }
     // REQUIRES: valid().
     Status next() {
       resume_.assign(key());
@@ -284,6 +296,7 @@ class packed_tier {
         // The large run alone: no small run held keys when the parts were made. Its cursor
         // carries on across the run's own batches, and it holds no erasure (invariant (4)),
         // so only a small run written since the parts were made calls for seeking again.
+        // (After a backward move too: the run's cursor is at the cursor's key.)
         if (!small_runs_changed()) {
           if (Status s = parts_[0].c.next(); !s.ok()) return fail(s);
           current_ = parts_[0].c.valid() ? &parts_[0] : nullptr;
@@ -291,7 +304,9 @@ class packed_tier {
         }
         return seek_all(resume_, true);
       }
-      if (!changed()) {
+      // After a backward move the other parts are below the cursor's key, not at the first
+      // key at least it: seek them all past it.
+      if (!backward_ && !changed()) {
         if (Status s = step_past(resume_); !s.ok()) return fail(s);
         if (Status s = settle(); !s.ok()) return s;
         // Moved on runs that did not change, unless one changed while they moved.
@@ -322,20 +337,10 @@ class packed_tier {
     }
     // Seeks the runs at `key` (keys are never empty: "" is the first), the small runs that
     // hold keys newest first and the large run last (thread safety, above); with `past`,
-    // then steps past `key` itself. The parts are made again only when the occupied slots
-    // changed, so that their cursors keep their buffers.
+    // then steps past `key` itself.
     Status seek_all(std::string_view key, bool past) {
-      const std::uint32_t occupied = tier_->occupied_.load(std::memory_order_acquire);
-      if (parts_.empty() || occupied != occupied_) {
-        parts_.clear();
-        for (std::uint32_t m = occupied; m != 0;) {
-          const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
-          m &= ~slot_bit(i);
-          parts_.push_back({tier_->small_[i].get(), typename run::cursor(*tier_->small_[i], verify_), 0});
-        }
-        parts_.push_back({&tier_->large_, typename run::cursor(tier_->large_, verify_), 0});
-        occupied_ = occupied;
-      }
+      make_parts();
+      backward_ = false;
       for (part& p : parts_) {
         p.generation = p.r->generation();
         Status s = p.c.seek(key);
@@ -345,6 +350,38 @@ class packed_tier {
         }
       }
       return settle();
+    }
+    // Seeks the runs before `key` (with `last`, at their last keys) and settles back, the
+    // small runs that hold keys newest first and the large run last, as seek_all does; again
+    // if any run changed while it did (thread safety, above). The parts' generations are
+    // read before any of them moves, so that a change during any step of it shows.
+    Status seek_back(std::string_view key, bool last) {
+      bound_.assign(key);  // `key` may be the cursor's own, which the parts' moves change
+      do {
+        make_parts();
+        backward_ = true;
+        for (part& p : parts_) p.generation = p.r->generation();
+        for (part& p : parts_) {
+          Status s = last ? p.c.seek_to_last() : p.c.seek_before(bound_);
+          if (!s.ok()) return fail(s);
+        }
+        if (Status s = settle_back(); !s.ok()) return s;
+      } while (changed());
+      return Status::OK();
+    }
+    // The parts for the tier's occupied slots, made again only when they changed, so that
+    // their cursors keep their buffers.
+    void make_parts() {
+      const std::uint32_t occupied = tier_->occupied_.load(std::memory_order_acquire);
+      if (!parts_.empty() && occupied == occupied_) return;
+      parts_.clear();
+      for (std::uint32_t m = occupied; m != 0;) {
+        const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
+        m &= ~slot_bit(i);
+        parts_.push_back({tier_->small_[i].get(), typename run::cursor(*tier_->small_[i], verify_), 0});
+      }
+      parts_.push_back({&tier_->large_, typename run::cursor(tier_->large_, verify_), 0});
+      occupied_ = occupied;
     }
     // Steps every part at `key` past it.
     Status step_past(std::string_view key) {
@@ -368,6 +405,25 @@ class packed_tier {
         if (Status s = step_past(erased_); !s.ok()) return fail(s);
       }
     }
+    // At the largest key of the parts, each at its last key below a bound, from the newest
+    // part that holds it (a newer part that held it would be at it too); a key whose newest
+    // record is an erasure is the next bound, for the parts at it (the others are below it
+    // already).
+    Status settle_back() {
+      while (true) {
+        current_ = nullptr;
+        for (part& p : parts_) {
+          if (p.c.valid() && (current_ == nullptr || p.c.key() > current_->c.key())) current_ = &p;
+        }
+        if (current_ == nullptr || !current_->c.erased()) return Status::OK();
+        erased_.assign(current_->c.key());
+        for (part& p : parts_) {
+          if (p.c.valid() && p.c.key() == erased_) {
+            if (Status s = p.c.seek_before(erased_); !s.ok()) return fail(s);
+          }
+        }
+      }
+    }
     Status fail(const Status& s) {
       current_ = nullptr;
       return s;
@@ -378,8 +434,10 @@ class packed_tier {
     std::vector<part> parts_;  // the occupied small runs, newest first, then the large run
     std::uint32_t occupied_ = 0;  // the tier's occupied slots when parts_ was made
     const part* current_ = nullptr;
+    bool backward_ = false;  // whether the last positioning was backward
     std::string resume_;  // the key a step leaves
-    std::string erased_;  // the erased key settle steps past
+    std::string bound_;   // the key a backward positioning goes below
+    std::string erased_;  // the erased key settle steps past, or settle_back below
   };
 
  private:
