@@ -26,8 +26,9 @@
 //    again) steps to the first key above its own that the run holds now, alone and with an
 //    epoch domain. CursorCarriesOnAfterSeekBefore: the same, the cursor put by seek_before
 //    before each move's batches.
-//  - PackedRunReaders.GetsAndScansBesideBatches: two reader threads get and scan, pinned per
-//    call, while a writer applies batches: every read is OK and of a value its key had.
+//  - PackedRunReaders.GetsAndScansBesideBatches: two reader threads get and scan (forward,
+//    and backward by seek_before), pinned per call, while a writer applies batches: every
+//    read is OK and of a value its key had.
 //    Freeing unlinked nodes without the epoch domain fails it (read values of other keys).
 //  - KeyFilterTest.FalsePositivesAreFew: the filter small runs keep; BatchesAnswerAsAMapDoes
 //    also runs a filtered run.
@@ -41,6 +42,10 @@
 //    both: a newest erasure that answers; the oldest run's record of a key answering; only
 //    the newest run going below an erased key. A next() after seek_before that takes the
 //    forward path fails SeeksBeforeAsAMapDoes.
+//  - PackedTierReaders.SeekBeforeBesideMergesAnswersNoKeyTheTierDidNotHold: a reader's
+//    seek_before beside merges that empty the small runs while it walks down a newer run's
+//    erasures; a positioning that does not start again when the tier changed under it fails
+//    it (it answers an erased key with an older run's value).
 //  - PackedTierTest.AFlushWithErasuresLeavesOlderRunsAlone: a flush's erasures are records
 //    of its own small run: the large run's head and every older run's index stay as they
 //    were, while gets and scans answer as a map; a merge leaves no erasure record in the
@@ -790,7 +795,9 @@ TYPED_TEST(PackedRunTest, CursorCarriesOnAfterSeekBefore) {
 // names its key and the batch that wrote it. Every call is OK (a node freed under a reader
 // would read as damage or as another key's); a get finds every even key, with a value of
 // its own key, from a batch begun, and never older than one this reader saw for that key;
-// a scan sees keys ascending, every even key exactly once, each value its key's.
+// a scan sees keys ascending, every even key exactly once, each value its key's. Every other
+// scan goes backward (seek_to_last, then seek_before of the cursor's key, each pinned): keys
+// descending, every even key exactly once.
 // `write(changes)` applies a batch (sorted, no key twice) to the store.
 using reader_fixture = fixture<hw_hashed, manual>;
 using reader_change = reader_fixture::run_type::change;
@@ -834,7 +841,7 @@ void check_readers_beside_writer(
       }
       return batch;
     };
-    int finished_scans = 0;
+    int finished_scans = 0, scanned = 0;
     while (!done.load()) {
       for (int i = 0; i < 200; ++i) {
         const std::uint64_t k = rng() % kKeys;
@@ -851,18 +858,23 @@ void check_readers_beside_writer(
         }
         seen[k] = *batch;
       }
+      // Every other scan goes backward: from the last key, each move to the last key below
+      // the one before.
+      const bool backward = scanned++ % 2 == 1;
       cursor_type cur(store, true);
       std::string last;
-      std::uint64_t next_even = 0;
+      std::int64_t next_even = backward ? kKeys - 2 : 0;  // the even key due next
       // Checks the cursor's key and value; in the pin of the move that reached them.
       const auto visit = [&]() -> std::string {
         const std::string key(cur.key());
-        if (!last.empty() && key <= last) return "scan: " + key + " after " + last;
+        if (!last.empty() && (backward ? key >= last : key <= last)) {
+          return "scan: " + key + " after " + last;
+        }
         if (!check(key, cur.value())) return "scan: " + key + " read " + std::string(cur.value());
-        const std::uint64_t k = std::stoull(key.substr(3));
+        const auto k = static_cast<std::int64_t>(std::stoull(key.substr(3)));
         if (k % 2 == 0) {
           if (k != next_even) return "scan: " + key + " where " + key_of(next_even) + " was due";
-          next_even += 2;
+          next_even += backward ? -2 : 2;
         }
         last = key;
         return "";
@@ -870,13 +882,17 @@ void check_readers_beside_writer(
       Status s;
       for (bool first = true; first || (s.ok() && cur.valid()); first = false) {
         auto g = f.epochs->pin();
-        s = first ? cur.seek_to_first() : cur.next();
+        if (backward) {
+          s = first ? cur.seek_to_last() : cur.seek_before(cur.key());
+        } else {
+          s = first ? cur.seek_to_first() : cur.next();
+        }
         if (s.ok() && cur.valid()) {
           if (std::string e = visit(); !e.empty()) return void(*error = e);
         }
       }
       if (!s.ok()) return void(*error = "scan: " + s.ToString());
-      if (next_even != kKeys) {
+      if (next_even != (backward ? -2 : std::int64_t{kKeys})) {
         return void(*error = "scan ended before the even key " + key_of(next_even));
       }
       // Counted toward the writer's end only if it finished while the writer was writing.
@@ -1235,6 +1251,67 @@ TEST(PackedTierReaders, GetsAndScansBesideFlushesAndMerges) {
     return s;
   });
   EXPECT_GT(merges, 10u);
+}
+
+// A backward positioning that meets a merge answers no key the tier did not hold. Each
+// round, the writer flushes key j with the value v<round> into one small run, then the
+// erasures of j and of 200 keys above it into a newer one, then merges (the older run is
+// emptied first). A reader's seek_before past them all walks down the 200 erasures while
+// the older run's cursor waits at j; if the runs are emptied during that walk, a
+// positioning that does not start again answers j from the older run, though the tier has
+// answered j as erased since that round's erasures and until the next round's flush. The
+// reader checks each answer against the rounds whose erasures were flushed before it
+// began: key a (never erased), or j with a value of a later round.
+TEST(PackedTierReaders, SeekBeforeBesideMergesAnswersNoKeyTheTierDidNotHold) {
+  reader_fixture f(64 << 20, 256, true);
+  using cursor_type = reader_fixture::tier_type::cursor;
+  constexpr int kRounds = 2000;
+  const std::string a = key_of(0), j = key_of(10), past = key_of(1000);
+  std::vector<std::string> erased;
+  for (std::uint64_t k = 100; k < 300; ++k) erased.push_back(key_of(k));
+  ASSERT_TRUE(f.tier->flush(std::vector<reader_change>{{a, "a"}}).ok());
+  ASSERT_TRUE(f.tier->merge().ok());
+  std::atomic<int> erasures_flushed{0};  // the last round whose erasures are flushed
+  std::atomic<bool> done{false}, failed{false};
+  std::string error;  // the reader's, read once it is joined
+  std::size_t positionings = 0;
+  std::thread reader([&] {
+    cursor_type cur(*f.tier, true);
+    while (!done.load() && !failed.load()) {
+      const int flushed = erasures_flushed.load();
+      auto g = f.epochs->pin();
+      const Status s = cur.seek_before(past);
+      ++positionings;
+      if (!s.ok()) {
+        error = s.ToString();
+      } else if (!cur.valid()) {
+        error = "not valid";
+      } else if (cur.key() == j) {
+        if (std::stoi(std::string(cur.value().substr(1))) <= flushed) {
+          error = j + " with " + std::string(cur.value()) + " after round " +
+                  std::to_string(flushed) + "'s erasures";
+        }
+      } else if (cur.key() != a) {
+        error = "answered " + std::string(cur.key());
+      }
+      if (!error.empty()) failed.store(true);
+    }
+  });
+  std::vector<reader_change> erasures{{j, {}, true}};
+  for (const std::string& k : erased) erasures.push_back({k, {}, true});
+  Status written;  // the writer's: on an error it stops, and the reader with it
+  for (int round = 1; round <= kRounds && written.ok() && !failed.load(); ++round) {
+    const std::string value = "v" + std::to_string(round);
+    written = f.tier->flush(std::vector<reader_change>{{j, value}});
+    if (written.ok()) written = f.tier->flush(erasures);
+    erasures_flushed.store(round);
+    if (written.ok()) written = f.tier->merge();
+  }
+  done.store(true);
+  reader.join();
+  EXPECT_TRUE(written.ok()) << written.ToString();
+  EXPECT_EQ(error, "");
+  EXPECT_GT(positionings, 100u);
 }
 
 // The key filter alone: every key added passes; of keys not added, under 2% pass at 10
