@@ -198,8 +198,8 @@ TEST(IntegrityTest, OneFlippedBitInTheRootIsReportedNotTakenForANewStore) {
   temp_pool_path path("root-bits");
   fill(path.str(), 30);
   const std::vector<char> good = read_file(path.str());
-  // format, head, commit_version, batch_mode, fenced, lease
-  for (std::size_t word : {std::size_t{0}, W, 2 * W, 3 * W, 4 * W, 5 * W}) {
+  // format, head, commit_version, batch_mode, fenced, lease, tier
+  for (std::size_t word : {std::size_t{0}, W, 2 * W, 3 * W, 4 * W, 5 * W, 6 * W}) {
     for (int bit : {1, 5, 47, 50, 62}) {  // bit 0 of an offset is link_and_persist's flag
       std::vector<char> bytes = good;
       bytes[kRoot + word + static_cast<std::size_t>(bit / 8)] ^= static_cast<char>(1 << (bit % 8));

@@ -129,6 +129,7 @@ class engine final : public DB, private transaction_host {
   using node = pnode<P>;
   using root_t = root<P>;
   using recovery_t = recovery<P, M>;
+  using tier_t = typename recovery_t::tier_t;
   using reclaimer_t = reclaimer<P, M, Storage>;
   using iterator_t = engine_iterator<engine>;
   friend iterator_t;
@@ -235,7 +236,8 @@ class engine final : public DB, private transaction_host {
       }
       const inode* n = index_->find(key, hash);
       const std::optional<version_ref> v = n != nullptr ? n->visible_at(vv) : std::nullopt;
-      if (!v || v->tombstone) return Status::NotFound(key.substr(0, 64));
+      if (!v) return get_from_tier(key, value, options.verify_checksums);
+      if (v->tombstone) return Status::NotFound(key.substr(0, 64));
       if (options.verify_checksums) {
         if (Status s = verify(n, *v); !s.ok()) return s;
       }
@@ -386,6 +388,26 @@ class engine final : public DB, private transaction_host {
     return out;
   }
 
+  // Test hook: writes `records` (sorted by key, no key twice; an absent value is an
+  // erasure) into the packed tier as a small run, merging its small runs into the large run
+  // first if every slot is taken, or after, with `merge`. The caller keeps precedence (the
+  // tier holds, of every key, a value older than every version the list keeps) and runs no
+  // other write meanwhile. REQUIRES: a writable store.
+  Status TEST_tier_write(const std::vector<std::pair<std::string, std::optional<std::string>>>&
+                             records,
+                         bool merge = false) {
+    std::vector<typename tier_t::change> changes;
+    for (const auto& [key, value] : records) {
+      changes.push_back({key, value ? std::string_view(*value) : std::string_view(), !value,
+                         tier_t::run::erase_as::record});
+    }
+    if (tier_->full()) {
+      if (Status s = tier_->merge(); !s.ok()) return s;
+    }
+    if (Status s = tier_->flush(changes); !s.ok()) return s;
+    return merge ? tier_->merge() : Status::OK();
+  }
+
   // Test hook: a reclamation pass after every `n`th combining pass (0: only when due), so
   // tests meet reclamation at every step.
   void TEST_reclaim_every(unsigned n) { test_reclaim_every_.store(n, std::memory_order_relaxed); }
@@ -513,12 +535,21 @@ class engine final : public DB, private transaction_host {
       return s;
     }
     if (!read_only_) recovery_t::repair(*storage_, repairs);
-    if (found.format != kFormat && read_only_) {
+    const bool listed = found.format == kFormat || found.format == kFormatV3;
+    if (!listed && read_only_) {
       make_index(node_offset{0});  // never initialised: an empty store, left as it is
-    } else if (found.format != kFormat) {
+    } else if (!listed) {
       // A new pool (or one whose initialisation was interrupted: start it again).
-      if (Status s = recovery_t::initialise(*storage_); !s.ok()) return s;
+      if (Status s = recovery_t::initialise(*storage_, &found); !s.ok()) return s;
       make_index(*read_offset_word(io::get(root_ref().head), in_root(word_field::head)));
+    } else if (found.format == kFormatV3 && !read_only_) {
+      if (Status s = recovery_t::upgrade(*storage_, &found); !s.ok()) return s;
+    }
+    tier_ = std::move(found.tier);
+    if (tier_ != nullptr) {
+      reclaimer_.set_tier_holds([this](std::string_view key) {
+        return !tier_->get(key, nullptr, false).IsNotFound();
+      });
     }
     index_->finish_build();
     visible_version_.store(found.newest_version, std::memory_order_release);
@@ -1189,6 +1220,27 @@ class engine final : public DB, private transaction_host {
     __builtin_prefetch(p + bytes - 1);
   }
 
+  // A Get the list has no version for (no entry, or every version newer than the Get's):
+  // the packed tier's answer (docs/engine-design.md, "The engine over the packed tier":
+  // the tier holds, of every key, a value older than every version the list keeps).
+  // REQUIRES: pinned.
+  Status get_from_tier(std::string_view key, std::string* value, bool verify) const {
+    if (tier_ == nullptr) return Status::NotFound(key.substr(0, 64));
+    Status s = tier_->get(key, value, verify);
+    if (s.ok()) {
+      io::complete();
+      return s;
+    }
+    if (s.IsNotFound()) return Status::NotFound(key.substr(0, 64));
+    return with_path(s);
+  }
+  // A packed run's error (whose messages name offsets, not the pool), naming the pool.
+  Status with_path(const Status& s) const {
+    const std::string message = storage_->path() + ": " + s.message();
+    return s.IsCorruption() ? Status::Corruption(message) : Status::IOError(message);
+  }
+  const tier_t* tier() const { return tier_.get(); }
+
   // A Get answered from the point table's newest word (index.hpp, point_table invariant
   // (3)): true if it named a node of `key` at a version at or below `vv` (the value then
   // assigned to *value, if not nullptr), with its checksum matching if `verify`; false if
@@ -1318,6 +1370,9 @@ class engine final : public DB, private transaction_host {
 
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<key_index> index_;
+  // The packed tier behind the list (recovery.hpp; null only for a read-only store of
+  // format 3, which has none).
+  std::unique_ptr<tier_t> tier_;
   combiner_t combiner_;
   // What every pass writes, on one line: a pass runs on whichever writer holds the combiner
   // lock, so at two threads almost every pass finds the lines the last one wrote in the

@@ -1,5 +1,16 @@
 // The engine's iterator: the keys whose newest version at or below its version is not a
-// delete, in key order, each with that version's value.
+// delete, in key order, each with that version's value; and, behind the list, the packed
+// tier's keys (docs/engine-design.md, "The engine over the packed tier").
+//
+// With a tier that holds records, the iterator merges two sides by key: the list's entries
+// that have a version at or below the iterator's (a delete too: it hides the tier's key),
+// and the tier's cursor. On a tie the list answers; a key whose list versions are all newer
+// than the iterator's is not on the list's side, so the tier answers it. Forward moves step
+// the side that answered (both on a tie); backward moves seek both sides again below the
+// key. Keys and values the tier answers are copied, as a tier cursor's may go with its
+// next move or a writer beside it. The list's side never rests between calls on the entry
+// of a delete (reclamation may remove it): it keeps the key instead, and finds its place
+// again when it moves. With an empty tier the iterator is the list's alone, as before.
 //
 // Thread safety: one iterator is used by one thread at a time; any number of iterators and
 // writers run at once.
@@ -33,6 +44,8 @@ namespace flintkv::internal {
 // version_ref*) -> bool.
 template <class Engine>
 class engine_iterator final : public Iterator {
+  using tier_cursor = typename Engine::tier_t::cursor;
+
  public:
   // Reads at the registration's version (made by the caller: the iterator takes it over).
   engine_iterator(const Engine* e, const snapshot_registry::registration& r,
@@ -42,11 +55,23 @@ class engine_iterator final : public Iterator {
 
   ~engine_iterator() override { engine_->registry().leave(registration_); }
 
-  bool Valid() const override { return current_ != nullptr; }
+  bool Valid() const override { return tiered_ ? answer_ != side::none : current_ != nullptr; }
 
   void SeekToFirst() override {
     auto pinned = engine_->pin();
     status_ = Status::OK();
+    if (use_tier()) {
+      if (lower_) {
+        seek_forward(*lower_, false);
+      } else {
+        whole_ = false;
+        settle_forward(index().head()->load_next());
+        if (!status_.ok()) return stop();
+        if (Status s = tier_->seek_to_first(); !s.ok()) return fail(s);
+        merge_forward();
+      }
+      return;
+    }
     if (lower_) {
       settle_forward(index().seek(*lower_));
       return;
@@ -57,6 +82,24 @@ class engine_iterator final : public Iterator {
   void SeekToLast() override {
     auto pinned = engine_->pin();
     status_ = Status::OK();
+    if (use_tier()) {
+      if (upper_) {
+        seek_backward(*upper_, false);
+        return;
+      }
+      backward_ = true;
+      whole_ = false;
+      inode* last = index().last();
+      if (last == index().head()) {
+        current_ = nullptr;
+      } else if (!accept_backward(last)) {
+        settle_backward_below(last->key());
+      }
+      if (!status_.ok()) return stop();
+      if (Status s = tier_->seek_to_last(); !s.ok()) return fail(s);
+      merge_backward();
+      return;
+    }
     if (upper_) {
       settle_backward_below(*upper_);
       return;
@@ -73,6 +116,10 @@ class engine_iterator final : public Iterator {
     auto pinned = engine_->pin();
     status_ = Status::OK();
     if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
+    if (use_tier()) {
+      seek_forward(target, false);
+      return;
+    }
     inode* n = index().seek_ahead(target, ahead_, kAhead, &ahead_end_, requester());
     ahead_at_ = 0;
     whole_ = ahead_end_ > 0;
@@ -83,6 +130,14 @@ class engine_iterator final : public Iterator {
   void SeekForPrev(std::string_view target) override {
     auto pinned = engine_->pin();
     status_ = Status::OK();
+    if (use_tier()) {
+      if (upper_ && compare_keys(target, *upper_) >= 0) {
+        seek_backward(*upper_, false);
+      } else {
+        seek_backward(target, true);
+      }
+      return;
+    }
     if (upper_ && compare_keys(target, *upper_) >= 0) {
       settle_backward_below(*upper_);
       return;
@@ -94,21 +149,46 @@ class engine_iterator final : public Iterator {
 
   void Next() override {
     auto pinned = engine_->pin();
-    if (whole_ && ahead_at_ == ahead_end_) {
-      ahead_end_ = index().following(key_, ahead_, kAhead, requester());
-      ahead_at_ = 0;
+    if (tiered_) {
+      if (backward_) {
+        resume_.assign(key());
+        seek_forward(resume_, true);
+        return;
+      }
+      if (answer_ == side::tier) {
+        if (Status s = tier_->next(); !s.ok()) return fail(s);
+      } else {
+        step_list_forward();
+      }
+      merge_forward();
+      return;
     }
-    if (land_by_tag()) return;
-    settle_forward(current_->load_next(), true);
+    if (!tier_empty()) {
+      // The tier took records since the iterator last sought: from here on, both sides.
+      enter_tier();
+      resume_.assign(key_);
+      seek_forward(resume_, true);
+      return;
+    }
+    step_list_forward();
   }
 
   void Prev() override {
     auto pinned = engine_->pin();
+    if (tiered_ || !tier_empty()) {
+      resume_.assign(key());
+      enter_tier();
+      seek_backward(resume_, false);
+      return;
+    }
     settle_backward_from(current_);
   }
 
-  std::string_view key() const override { return key_; }
+  std::string_view key() const override {
+    return tiered_ && answer_ == side::tier ? std::string_view(tier_key_) : key_;
+  }
   std::string_view value() const override {
+    if (tiered_ && answer_ == side::tier) return tier_value_;
     return engine_->value_after(version_ref_, key_.size());
   }
   // Corruption once the iterator met a damaged node (it is then not Valid), until the next
@@ -118,13 +198,175 @@ class engine_iterator final : public Iterator {
  private:
   const key_index& index() const { return engine_->index(); }
 
+  // ---- the packed tier's side ------------------------------------------------------------
+
+  enum class side : std::uint8_t { none, list, tier };
+
+  bool tier_empty() const {
+    return engine_->tier() == nullptr || engine_->tier()->empty();
+  }
+  // At a positioning move: whether the tier holds records, so that both sides are read
+  // (the cursor is made the first time). REQUIRES: pinned.
+  bool use_tier() {
+    backward_ = false;
+    list_pending_ = false;
+    answer_ = side::none;
+    tiered_ = false;
+    if (!tier_empty()) enter_tier();
+    return tiered_;
+  }
+  void enter_tier() {
+    tiered_ = true;
+    if (!tier_) tier_.emplace(*engine_->tier(), verify_);
+  }
+
+  // Both sides at the first key at or after `key` (past it, with `past`), then the merge.
+  void seek_forward(std::string_view key, bool past) {
+    backward_ = false;
+    list_pending_ = false;
+    whole_ = false;
+    settle_forward(index().seek(key));
+    if (past && current_ != nullptr && key_ == key) step_list_forward();
+    if (!status_.ok()) return stop();
+    if (Status s = tier_->seek(key); !s.ok()) return fail(s);
+    if (past && tier_->valid() && tier_->key() == key) {
+      if (Status s = tier_->next(); !s.ok()) return fail(s);
+    }
+    merge_forward();
+  }
+
+  // Both sides at the last key before `key` (at or before it, with `inclusive`), then the
+  // merge.
+  void seek_backward(std::string_view key, bool inclusive) {
+    backward_ = true;
+    list_pending_ = false;
+    whole_ = false;
+    list_at_or_below(key, inclusive);
+    if (!status_.ok()) return stop();
+    Status s = Status::OK();
+    if (inclusive) {
+      s = tier_->seek(key);
+      if (s.ok() && !(tier_->valid() && tier_->key() == key)) s = tier_->seek_before(key);
+    } else {
+      s = tier_->seek_before(key);
+    }
+    if (!s.ok()) return fail(s);
+    merge_backward();
+  }
+
+  // The list's side at its last entry before `key` (or at `key`, with `inclusive`) that
+  // has a version at or below the iterator's.
+  void list_at_or_below(std::string_view key, bool inclusive) {
+    if (inclusive) {
+      inode* n = index().find(key);
+      if (n != nullptr && accept_backward(n)) return;
+    }
+    settle_backward_below(key);
+  }
+
+  // The list's side one entry on, forward (its prefetching path).
+  void step_list_forward() {
+    if (whole_ && ahead_at_ == ahead_end_) {
+      ahead_end_ = index().following(key_, ahead_, kAhead, requester());
+      ahead_at_ = 0;
+    }
+    if (land_by_tag()) return;
+    settle_forward(current_->load_next(), true);
+  }
+
+  // Picks the answer of the two sides, forward: the smaller key; on a tie the list's, and
+  // the tier's side steps past it; a delete on the list's side is stepped past (with the
+  // tier's key it hides). The tier's side counts as done at the upper bound.
+  void merge_forward() {
+    while (true) {
+      if (list_pending_) {
+        list_pending_ = false;
+        settle_forward(index().seek(list_key_));
+      }
+      if (!status_.ok()) return stop();
+      const bool on_tier = tier_->valid() && (!upper_ || compare_keys(tier_->key(), *upper_) < 0);
+      if (current_ == nullptr && !on_tier) {
+        answer_ = side::none;
+        return;
+      }
+      const int c = current_ == nullptr ? 1 : !on_tier ? -1 : compare_keys(key_, tier_->key());
+      if (c > 0) {
+        answer_from_tier();
+        return;
+      }
+      if (c == 0) {
+        if (Status s = tier_->next(); !s.ok()) return fail(s);
+      }
+      if (!list_deleted_) {
+        answer_ = side::list;
+        return;
+      }
+      step_list_forward();
+    }
+  }
+
+  // The same, backward: the larger key; the tier's side counts as done below the lower
+  // bound (the list's side stops there itself, accept_backward).
+  void merge_backward() {
+    while (true) {
+      if (list_pending_) {
+        list_pending_ = false;
+        list_at_or_below(list_key_, true);
+      }
+      if (!status_.ok()) return stop();
+      const bool on_tier = tier_->valid() && (!lower_ || compare_keys(tier_->key(), *lower_) >= 0);
+      if (current_ == nullptr && !on_tier) {
+        answer_ = side::none;
+        return;
+      }
+      const int c = current_ == nullptr ? -1 : !on_tier ? 1 : compare_keys(key_, tier_->key());
+      if (c < 0) {
+        answer_from_tier();
+        return;
+      }
+      if (c == 0) {
+        resume_.assign(key_);
+        if (Status s = tier_->seek_before(resume_); !s.ok()) return fail(s);
+      }
+      if (!list_deleted_) {
+        answer_ = side::list;
+        return;
+      }
+      resume_.assign(key_);
+      settle_backward_below(resume_);
+    }
+  }
+
+  // The tier's key answers: copied. A delete on the list's side is kept as its key.
+  void answer_from_tier() {
+    tier_key_.assign(tier_->key());
+    tier_value_.assign(tier_->value());
+    answer_ = side::tier;
+    if (current_ != nullptr && list_deleted_) {
+      list_key_.assign(key_);
+      list_pending_ = true;
+      current_ = nullptr;
+    }
+  }
+
+  // A move that met damage (the list's side set status_ itself): not Valid.
+  void stop() {
+    answer_ = side::none;
+    current_ = nullptr;
+  }
+  // A tier's move that failed: its status, naming the pool.
+  void fail(const Status& s) {
+    status_ = engine_->with_path(s);
+    stop();
+  }
+
   // From entry n on, moves to the first key live at the iterator's version.
   // `from_tree`: Seek and Next, which prefetch from the tree (prefetch_ahead).
   void settle_forward(inode* n, bool from_tree = false) {
     for (; n != nullptr; n = n->load_next()) {
       if (upper_ && compare_keys(n->key(), *upper_) >= 0) break;
       const std::optional<version_ref> v = n->visible_at(registration_.version);
-      if (v && !v->tombstone) {
+      if (v && (!v->tombstone || tiered_)) {
         land(n, *v, from_tree);
         return;
       }
@@ -171,7 +413,7 @@ class engine_iterator final : public Iterator {
       return true;
     }
     const std::optional<version_ref> v = n->visible_at(registration_.version);
-    if (!v || v->tombstone) return false;
+    if (!v || (v->tombstone && !tiered_)) return false;
     land(n, *v);
     return true;
   }
@@ -188,6 +430,7 @@ class engine_iterator final : public Iterator {
     current_ = n;
     key_ = n->key();
     version_ref_ = v;
+    list_deleted_ = v.tombstone;
     prefetch_ahead(n, from_tree);
   }
 
@@ -214,6 +457,7 @@ class engine_iterator final : public Iterator {
     current_ = a.entry;
     key_ = key;
     version_ref_ = v;
+    list_deleted_ = false;
     ++ahead_at_;
     return true;
   }
@@ -315,6 +559,17 @@ class engine_iterator final : public Iterator {
   std::string_view key_;  // current_'s key: from its entry, or from its node
   version_ref version_ref_;
   Status status_;
+
+  // The tier's side (above). tiered_: the last positioning move found records in the tier.
+  bool tiered_ = false;
+  bool backward_ = false;       // the last move went backward
+  side answer_ = side::none;    // which side the iterator's key is from
+  bool list_deleted_ = false;   // current_ stands on a delete (tiered_ only)
+  bool list_pending_ = false;   // the list's side is at list_key_: find its entry again
+  std::string list_key_;
+  std::optional<tier_cursor> tier_;
+  std::string tier_key_, tier_value_;  // the tier's answer, copied
+  std::string resume_;                 // a key a move leaves
 };
 
 }  // namespace flintkv::internal

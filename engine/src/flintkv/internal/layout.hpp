@@ -91,7 +91,8 @@ inline constexpr std::uint64_t kCheckMask = (std::uint64_t{1} << 15) - 1;
 // Which word of its holder a word is. Stored in the pool (in checks): do not renumber.
 enum class word_field : std::uint64_t { next = 1, version = 2, head = 3, commit_version = 4,
                                         batch_mode = 5, prior = 6, link_version = 7, fenced = 8,
-                                        lease = 9, packed_next = 10, packed_shape = 11 };
+                                        lease = 9, packed_next = 10, packed_shape = 11,
+                                        tier = 12 };
 // Where a word lives: the offset of the node that holds it, or kRootHolder for the root's.
 struct word_place {
   std::uint64_t holder;
@@ -256,6 +257,8 @@ struct root {
   flit::persist<word63, Policy> fenced;  // version_word(v): every link to a version <= v is
                                          // durable with its node (layout invariant (3))
   flit::persist<word63, Policy> lease;   // version_word(v): no version above v is assigned
+  flit::persist<stored_offset, Policy> tier;  // offset_word(the packed tier's root block);
+                                              // format 4 (a format-3 root has no such word)
 };
 
 // The root's format word. Stored in the pool: bump kFormat when the layout changes. The
@@ -263,9 +266,13 @@ struct root {
 // damaged format word is reported, never taken for a new store.
 inline constexpr std::uint64_t kFormatBlank = 0;  // created, never initialised
 inline constexpr std::uint64_t kFormatInitialising = 0x494e4954464b56;  // "VKFTINI": started
-inline constexpr std::uint64_t kFormat = 0x3356544e494c46;  // "FLINTV3": this layout
-inline constexpr std::uint64_t kFormatVersion = 3;          // what messages call it
-// The formats before this one, which this build refuses with a message that names them
+inline constexpr std::uint64_t kFormat = 0x3456544e494c46;  // "FLINTV4": this layout
+inline constexpr std::uint64_t kFormatVersion = 4;          // what messages call it
+// Format 3: this layout without the root's tier word (and so without a packed tier). This
+// build reads it as a store whose tier is empty, and upgrades it at its first read-write
+// open (engine.hpp, recover).
+inline constexpr std::uint64_t kFormatV3 = 0x3356544e494c46;  // "FLINTV3"
+// The formats before that, which this build refuses with a message that names them
 // (format 2: nodes of three words, no prior or link_version, no fenced or lease words).
 inline constexpr std::uint64_t kFormatV2 = 0x3256544e494c46;  // "FLINTV2"
 // The batch_mode word.
@@ -308,10 +315,13 @@ static_assert(!checked_payload(0, in_root(word_field::commit_version)).has_value
 static_assert(!checked_payload(0, in_root(word_field::batch_mode)).has_value());
 static_assert(!checked_payload(0, in_root(word_field::fenced)).has_value());
 static_assert(!checked_payload(0, in_root(word_field::lease)).has_value());
+static_assert(!checked_payload(0, in_root(word_field::tier)).has_value());
 static_assert(distance(kFormat, kFormatBlank) > 1 && distance(kFormat, kFormatInitialising) > 1 &&
               distance(kFormatInitialising, kFormatBlank) > 1 && distance(kFormat, 1) > 1);
 static_assert(distance(kBatchIdle.bits, kBatchActive.bits) > 1);
 static_assert(kFormat >> 63 == 0 && kFormatInitialising >> 63 == 0);
+static_assert(distance(kFormat, kFormatV3) > 1 && distance(kFormatV3, kFormatBlank) > 1 &&
+              distance(kFormatV3, kFormatInitialising) > 1);
 }  // namespace layout_proofs
 
 // The layout depends only on the size of a persistent word under the placement.
@@ -320,7 +330,7 @@ constexpr bool layout_pinned() {
   constexpr std::size_t w = sizeof(flit::persist<word63, Policy>);
   static_assert(w == 8 || w == 16);
   static_assert(sizeof(pnode<Policy>) == 5 * w);
-  static_assert(sizeof(root<Policy>) == 6 * w);
+  static_assert(sizeof(root<Policy>) == 7 * w);
   static_assert(std::is_standard_layout_v<pnode<Policy>>);
   static_assert(offsetof(pnode<Policy>, next) == 0);
   static_assert(offsetof(pnode<Policy>, prior) == w);

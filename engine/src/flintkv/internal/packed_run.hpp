@@ -521,7 +521,7 @@ class packed_run {
     if (f.kind == view::found::damaged) return damaged(r.at);
     if (f.kind == view::found::no) return Status::NotFound("");
     *kind = f.kind == view::found::erasure ? packed_kind::erasure : packed_kind::value;
-    value->assign(f.value);
+    if (value != nullptr) value->assign(f.value);
     return Status::OK();
   }
   // Whether `changes` (node r's) are all removals of keys it holds no record of: then the

@@ -148,6 +148,10 @@ class packed_tier {
     return static_cast<std::size_t>(std::popcount(occupied_.load(std::memory_order_acquire)));
   }
   bool full() const { return end_ == kPackedSmallRuns; }
+  // No run holds a record (for readers: pinned, or the writer's thread).
+  bool empty() const {
+    return occupied_.load(std::memory_order_acquire) == 0 && large_.nodes() == 0;
+  }
   // The slices of a merge into the large run (packed_run::set_slice_bytes).
   void set_slice_bytes(std::size_t bytes) { large_.set_slice_bytes(bytes); }
   // The runs, for statistics (the writer's thread, or pinned).
@@ -237,7 +241,7 @@ class packed_tier {
     return Status::OK();
   }
 
-  // The value of `key` into *value: OK, NotFound (no run holds a record of it, or the
+  // The value of `key` into *value (unless null): OK, NotFound (no run holds a record of it, or the
   // newest record is an erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
     const std::uint32_t occupied = occupied_.load(std::memory_order_acquire);

@@ -16,7 +16,8 @@
 // A version v of a key, whose next newer version is n, is what the readers at [v, n) read.
 // So it is garbage when n <= M and no registered reader lies in [v, n): a snapshot keeps
 // exactly the versions it reads. A key whose newest version is a delete at or below M, with
-// no older version kept, disappears entirely. The watermark (statistics) is the oldest
+// no older version kept, disappears entirely, unless the packed tier holds a value of it
+// (set_tier_holds). The watermark (statistics) is the oldest
 // version any reader may read: min(M, the oldest registered reader).
 //
 // Which keys have garbage: every write that gives a key a second version, or a delete, notes
@@ -54,9 +55,11 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "flintkv/internal/index.hpp"
@@ -226,6 +229,14 @@ class reclaimer {
   }
 
   std::size_t queued() const { return queue_.size(); }
+
+  // Whether the packed tier behind the list holds a value of a key (the engine's): a delete
+  // of such a key stays in the list, since removing it would bring the tier's value back
+  // (docs/engine-design.md, "The engine over the packed tier", Deletes). REQUIRES: set
+  // before the engine is shared; called under the combiner lock, pinned.
+  void set_tier_holds(std::function<bool(std::string_view)> holds) {
+    tier_holds_ = std::move(holds);
+  }
 
   // True if a pass with settled mark m would find at least `n` queue entries to take.
   bool due(std::uint64_t m, std::size_t n) const {
@@ -439,7 +450,8 @@ class reclaimer {
       entry->set_tail_pnode(kept.value);
     }
     if (newest.tombstone && newest.version <= m && entry->queued() == 0 &&
-        entry->older().load(std::memory_order_relaxed) == nullptr) {
+        entry->older().load(std::memory_order_relaxed) == nullptr &&
+        !(tier_holds_ && tier_holds_(entry->key()))) {
       inode* pred = index.remove(entry);
       link(node_offset{pred->tail_pnode()}, successor(node_offset{newest.pnode}));  // (1)
       pending_.push_back({node_offset{newest.pnode}});
@@ -457,6 +469,7 @@ class reclaimer {
   }
 
   Storage& storage_;
+  std::function<bool(std::string_view)> tier_holds_;
   std::deque<queued_key> queue_;
   std::deque<inode*> parked_;  // keys that keep versions only for registered readers
   std::uint64_t parked_generation_ = 0;

@@ -42,6 +42,7 @@
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/mode.hpp"
+#include "flintkv/internal/packed_tier.hpp"
 #include "flintkv/options.hpp"
 #include "flintkv/status.hpp"
 
@@ -58,7 +59,15 @@ concept recovery_storage = requires(S& s, const S& cs, node_offset off, std::siz
   { s.finish_recovery() } -> std::same_as<Status>;
   { cs.untouched() } -> std::same_as<bool>;
   { cs.path() } -> std::convertible_to<std::string>;
+  s.pool();
+  s.heap();
+  s.epochs();
 };
+
+// The packed tier's nodes: a 16-byte key with a 64-byte value takes about 77 bytes in them
+// (docs/engine-design.md, "The packed tier"). Recorded in the tier's root: a store written
+// with another size is refused (packed_tier::recover).
+inline constexpr std::size_t kTierNodeBytes = 4096;
 
 template <class Policy, class Mode>
 class recovery {
@@ -67,6 +76,8 @@ class recovery {
   using root_t = root<Policy>;
 
  public:
+  using tier_t = packed_tier<Policy, Mode>;
+
   struct found {
     std::uint64_t format = kFormatBlank;
     node_offset head{0};
@@ -75,6 +86,9 @@ class recovery {
     // goes on from (no version at or below it is assigned again).
     std::uint64_t newest_version = 0;
     bool batch_in_progress = false;
+    // The packed tier, recovered (its blocks marked live); null for a blank store or one of
+    // format 3, which has none yet.
+    std::unique_ptr<tier_t> tier;
   };
 
   // The writes recovery makes once the store validated.
@@ -119,7 +133,7 @@ class recovery {
       }
       return Status::OK();
     }
-    if (out->format != kFormat) {
+    if (out->format != kFormat && out->format != kFormatV3) {
       if (out->format == kFormatV2) {
         return Status::InvalidArgument(
             s.path() + ": a store of layout format 2 (an earlier FlintKV); this build reads "
@@ -139,6 +153,7 @@ class recovery {
       if (w->needs_reset()) repairs->reset_root = true;
     }
     if (r.head.needs_reset()) repairs->reset_root = true;
+    if (out->format == kFormat && r.tier.needs_reset()) repairs->reset_root = true;
     const stored_version commit =
         read_version_word(read(r.commit_version), in_root(word_field::commit_version));
     if (commit.kind != version_kind::committed) {
@@ -287,7 +302,38 @@ class recovery {
     }
     if (skipping) repairs->link_around.push_back({prev_off, node_offset{0}, 0});
     repairs->clear_batch = out->batch_in_progress;
+
+    // The packed tier (format 4): its root block, then its runs, whose blocks it marks.
+    if (out->format == kFormat) {
+      const auto tier = read_offset_word(read(r.tier), in_root(word_field::tier));
+      if (!tier || tier->value % kNodeAlignment != 0 ||
+          !s.contains(*tier, sizeof(typename tier_t::root))) {
+        return bad("the root's tier offset", root_at(&r.tier), "damaged or outside the heap");
+      }
+      s.mark_live(*tier, sizeof(typename tier_t::root));
+      if (Status st = open_tier(s, *tier, true, out); !st.ok()) return st;
+    }
     return s.finish_recovery();
+  }
+
+  // Gives a store of format 3 its packed tier: the tier's root block, written and fenced,
+  // then the root's tier word, then the format word, each fenced. A crash in between leaves
+  // a store of format 3 (its block unreached, freed by the next recovery), which the next
+  // read-write open upgrades again. REQUIRES: validate() returned OK for it (the allocator
+  // is recovered), and the pool is writable.
+  template <recovery_storage Storage>
+  static Status upgrade(Storage& s, found* out) {
+    root_t& r = *static_cast<root_t*>(s.root_area());
+    node_offset tier{0};
+    if (Status st = make_tier(s, &tier); !st.ok()) return st;
+    io::put(r.tier, offset_word(tier, in_root(word_field::tier)));
+    io::flush(r.tier);
+    io::fence();
+    io::put(r.format, word63{kFormat});
+    io::flush(r.format);
+    io::fence();
+    out->format = kFormat;
+    return open_tier(s, tier, false, out);
   }
 
   // Makes the writes `repairs` lists. REQUIRES: validate() returned OK for the same image,
@@ -303,6 +349,7 @@ class recovery {
       r.batch_mode.reset_metadata();
       r.fenced.reset_metadata();
       r.lease.reset_metadata();
+      r.tier.reset_metadata();
     }
     for (node_offset off : repairs.reset) {
       node* n = at(off);
@@ -393,7 +440,7 @@ class recovery {
   // allocated, and this layout's format only once the rest is durable. REQUIRES: the pool
   // is writable; its root is blank or says "initialising".
   template <recovery_storage Storage>
-  static Status initialise(Storage& s) {
+  static Status initialise(Storage& s, found* out) {
     root_t& r = *static_cast<root_t*>(s.root_area());
     io::put(r.format, word63{kFormatInitialising});
     io::flush(r.format);
@@ -410,11 +457,39 @@ class recovery {
     io::put(r.batch_mode, kBatchIdle);
     io::put(r.fenced, version_word(0, in_root(word_field::fenced)));
     io::put(r.lease, version_word(0, in_root(word_field::lease)));
+    node_offset tier{0};
+    if (Status st = make_tier(s, &tier); !st.ok()) return st;
+    io::put(r.tier, offset_word(tier, in_root(word_field::tier)));
     io::flush(&r, sizeof(root_t));
     io::fence();
     io::put(r.format, word63{kFormat});  // last: the store is initialised
     io::flush(r.format);
     io::fence();
+    out->format = kFormat;
+    return open_tier(s, tier, false, out);
+  }
+
+  // Allocates an empty packed tier's root block and writes it back (the caller fences).
+  template <recovery_storage Storage>
+  static Status make_tier(Storage& s, node_offset* out) {
+    if (Status st = s.allocate(sizeof(typename tier_t::root), out); !st.ok()) return st;
+    tier_t::make_empty(s.pool(), static_cast<typename tier_t::root*>(s.pointer(*out)),
+                       kTierNodeBytes);
+    return Status::OK();
+  }
+
+  // The packed tier whose root block is at `at`, recovered (marking its blocks live if
+  // `mark_live`) into out->tier; its errors name the pool.
+  template <recovery_storage Storage>
+  static Status open_tier(Storage& s, node_offset at, bool mark_live, found* out) {
+    out->tier = std::make_unique<tier_t>(s.pool(), s.heap(),
+                                         static_cast<typename tier_t::root*>(s.pointer(at)),
+                                         kTierNodeBytes, &s.epochs());
+    if (Status st = out->tier->recover(mark_live); !st.ok()) {
+      out->tier.reset();
+      const std::string message = s.path() + ": " + st.message();
+      return st.IsCorruption() ? Status::Corruption(message) : Status::InvalidArgument(message);
+    }
     return Status::OK();
   }
 

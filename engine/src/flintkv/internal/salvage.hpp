@@ -238,7 +238,7 @@ class salvage {
     };
     constexpr std::size_t w = sizeof(r.format);
     bool intact = true;
-    if (format != kFormat) {
+    if (format != kFormat && format != kFormatV3) {
       intact = false;
       root_note("format word", 0,
                 format == kFormatBlank          ? "0 (a store never initialised)"

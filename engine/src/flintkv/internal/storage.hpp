@@ -112,6 +112,10 @@ class storage {
   }
 
   void* root_area() { return pool_.root(); }
+  // The pool and its allocator, for the packed tier's runs (packed_run.hpp), which allocate,
+  // free and mark their blocks themselves.
+  const alloc::pool& pool() const { return pool_; }
+  alloc::persistent_allocator<Policy>& heap() { return heap_; }
 
   Status allocate(std::size_t bytes, node_offset* out) {
     auto block = heap_.allocate(bytes);
