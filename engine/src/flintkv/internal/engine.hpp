@@ -547,7 +547,10 @@ class engine final : public DB, private transaction_host {
     }
     tier_ = std::move(found.tier);
     if (tier_ != nullptr) {
+      // Pinned: a pass of reclaim_now runs unpinned, and a tier's reader must be pinned
+      // beside its writer (pins nest).
       reclaimer_.set_tier_holds([this](std::string_view key) {
+        auto pinned = pin();
         return !tier_->get(key, nullptr, false).IsNotFound();
       });
     }
