@@ -1314,6 +1314,73 @@ TEST(PackedTierReaders, SeekBeforeBesideMergesAnswersNoKeyTheTierDidNotHold) {
   EXPECT_GT(positionings, 100u);
 }
 
+// A forward positioning that meets a merge answers no key the tier did not hold: the
+// mirror of the test above, with the erasures below j. Each round, the writer flushes key j
+// with the value v<round> into one small run, then the erasures of j and of 200 keys below
+// it into a newer one, then merges (the older run is emptied first). A reader's
+// seek_to_first, or seek from below them all, walks up the 200 erasures while the older
+// run's cursor waits at j; if the runs are emptied during that walk, a positioning that
+// does not start again answers j from the older run, though the tier has answered j as
+// erased since that round's erasures and until the next round's flush. The reader checks
+// each answer against the rounds whose erasures were flushed before it began: key a (never
+// erased, above j), or j with a value of a later round and then, a step on, a.
+TEST(PackedTierReaders, SeekBesideMergesAnswersNoKeyTheTierDidNotHold) {
+  reader_fixture f(64 << 20, 256, true);
+  using cursor_type = reader_fixture::tier_type::cursor;
+  constexpr int kRounds = 2000;
+  const std::string from = key_of(1), j = key_of(300), a = key_of(1000);
+  std::vector<std::string> erased;
+  for (std::uint64_t k = 10; k < 210; ++k) erased.push_back(key_of(k));
+  ASSERT_TRUE(f.tier->flush(std::vector<reader_change>{{a, "a"}}).ok());
+  ASSERT_TRUE(f.tier->merge().ok());
+  std::atomic<int> erasures_flushed{0};  // the last round whose erasures are flushed
+  std::atomic<bool> done{false}, failed{false};
+  std::string error;  // the reader's, read once it is joined
+  std::size_t positionings = 0;
+  std::thread reader([&] {
+    cursor_type cur(*f.tier, true);
+    while (!done.load() && !failed.load()) {
+      const int flushed = erasures_flushed.load();
+      auto g = f.epochs->pin();
+      Status s = positionings++ % 2 == 0 ? cur.seek_to_first() : cur.seek(from);
+      if (!s.ok()) {
+        error = s.ToString();
+      } else if (!cur.valid()) {
+        error = "not valid";
+      } else if (cur.key() == j) {
+        if (std::stoi(std::string(cur.value().substr(1))) <= flushed) {
+          error = j + " with " + std::string(cur.value()) + " after round " +
+                  std::to_string(flushed) + "'s erasures";
+        } else if (s = cur.next(); !s.ok()) {
+          error = "next: " + s.ToString();
+        } else if (!cur.valid() || cur.key() != a) {
+          error = "next: answered " + (cur.valid() ? std::string(cur.key()) : "nothing") +
+                  " after " + j;
+        }
+      } else if (cur.key() != a) {
+        error = "answered " + std::string(cur.key());
+      }
+      if (!error.empty()) failed.store(true);
+    }
+  });
+  std::vector<reader_change> erasures;
+  for (const std::string& k : erased) erasures.push_back({k, {}, true});
+  erasures.push_back({j, {}, true});
+  Status written;  // the writer's: on an error it stops, and the reader with it
+  for (int round = 1; round <= kRounds && written.ok() && !failed.load(); ++round) {
+    const std::string value = "v" + std::to_string(round);
+    written = f.tier->flush(std::vector<reader_change>{{j, value}});
+    if (written.ok()) written = f.tier->flush(erasures);
+    erasures_flushed.store(round);
+    if (written.ok()) written = f.tier->merge();
+  }
+  done.store(true);
+  reader.join();
+  EXPECT_TRUE(written.ok()) << written.ToString();
+  EXPECT_EQ(error, "");
+  EXPECT_GT(positionings, 100u);
+}
+
 // The key filter alone: every key added passes; of keys not added, under 2% pass at 10
 // bits a key (about 1% expected), and the same count fails at 2 bits a key, so the bound
 // separates a filter from a bad one.

@@ -276,17 +276,27 @@ class packed_tier {
   // occupied slots.
   // Backward, it positions only (seek_before, seek_to_last): each run's cursor goes to its
   // last key below the bound, and the largest of those keys answers from the newest run that
-  // holds it; if that record is an erasure, the runs at that key go below it in turn. A
-  // positioning during which the tier changed is done again (a part read before a merge
-  // emptied its run, beside one read after, could answer a key the tier never held). Each
+  // holds it; if that record is an erasure, the runs at that key go below it in turn. Each
   // backward move decodes a node or two of each run; the next() after it seeks every run
   // past its key, unless the large run alone holds keys.
+  // A positioning, forward (seek, seek_to_first, and the seeking again of a step) or
+  // backward, during which the tier changed is done again: a part read before a merge
+  // emptied its run, beside one read after, could answer a key the tier never held (an
+  // erased key with an older value). It is lock-free, not wait-free: a writer that publishes
+  // (a flush, a merge's slice of the large run, a merge emptying the small runs) more often
+  // than a positioning takes could have it done again without end. With the default slices
+  // (packed_run::kSliceBytes at least, milliseconds apart) and flushes of whole batches, a
+  // positioning (microseconds) rarely overlaps a publication, and the next attempt meets none.
   class cursor {
    public:
     cursor(const packed_tier& tier, bool verify) : tier_(&tier), verify_(verify) {}
 
-    // At the first key at least `key` (!valid() if there is none).
-    Status seek(std::string_view key) { return seek_all(key, false); }
+    // At the first key at least `key` (!valid() if there is none). `key` may be the
+    // cursor's own key().
+    Status seek(std::string_view key) {
+      bound_.assign(key);  // seek_all's key outlives the parts' moves
+      return seek_all(bound_, false);
+    }
     Status seek_to_first() { return seek_all({}, false); }
     // At the last key below `key` (!valid() if there is none: "" is below every key). `key`
     // may be the cursor's own key().
@@ -341,24 +351,29 @@ class packed_tier {
     }
     // Seeks the runs at `key` (keys are never empty: "" is the first), the small runs that
     // hold keys newest first and the large run last (thread safety, above); with `past`,
-    // then steps past `key` itself.
+    // then steps past `key` itself; then settles, and does it all again if any run changed
+    // while it did (above). The parts' generations are read before any of them moves, so
+    // that a change during any step of it shows.
+    // REQUIRES: `key` is none of the parts' (it outlives their moves).
     Status seek_all(std::string_view key, bool past) {
-      make_parts();
-      backward_ = false;
-      for (part& p : parts_) {
-        p.generation = p.r->generation();
-        Status s = p.c.seek(key);
-        if (!s.ok()) return fail(s);
-        if (past && p.c.valid() && p.c.key() == key) {
-          if (s = p.c.next(); !s.ok()) return fail(s);
+      do {
+        make_parts();
+        backward_ = false;
+        for (part& p : parts_) p.generation = p.r->generation();
+        for (part& p : parts_) {
+          Status s = p.c.seek(key);
+          if (!s.ok()) return fail(s);
+          if (past && p.c.valid() && p.c.key() == key) {
+            if (s = p.c.next(); !s.ok()) return fail(s);
+          }
         }
-      }
-      return settle();
+        if (Status s = settle(); !s.ok()) return s;
+      } while (changed());
+      return Status::OK();
     }
     // Seeks the runs before `key` (with `last`, at their last keys) and settles back, the
-    // small runs that hold keys newest first and the large run last, as seek_all does; again
-    // if any run changed while it did (thread safety, above). The parts' generations are
-    // read before any of them moves, so that a change during any step of it shows.
+    // small runs that hold keys newest first and the large run last, as seek_all does, and
+    // again while any run changed as it did.
     Status seek_back(std::string_view key, bool last) {
       bound_.assign(key);  // `key` may be the cursor's own, which the parts' moves change
       do {
@@ -440,7 +455,7 @@ class packed_tier {
     const part* current_ = nullptr;
     bool backward_ = false;  // whether the last positioning was backward
     std::string resume_;  // the key a step leaves
-    std::string bound_;   // the key a backward positioning goes below
+    std::string bound_;   // the key a seek starts from, or a backward positioning goes below
     std::string erased_;  // the erased key settle steps past, or settle_back below
   };
 
