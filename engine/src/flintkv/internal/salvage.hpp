@@ -582,7 +582,6 @@ class salvage {
         continue;
       }
       if (it->second.from_tier) {
-        if (!d.key_verified) continue;
         report_.doubtful.push_back(
             {d.key, what + "; no other version was found in the list, and the packed tier's "
                            "record, older than any the list had, " +
