@@ -29,10 +29,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "flintkv/db.hpp"
 #include "flintkv/internal/layout.hpp"
