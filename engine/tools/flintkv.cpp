@@ -320,7 +320,9 @@ int run_repair(arguments& args) {
                                           " at every 16-byte offset)"},
                    {"keys_salvaged", to_string(r.keys_salvaged)},
                    {"keys_from_scan", to_string(r.keys_from_scan)},
+                   {"keys_from_tier", to_string(r.keys_from_tier)},
                    {"keys_deleted", to_string(r.keys_deleted)},
+                   {"tier_records", to_string(r.tier_records)},
                    {"dropped", to_string(r.dropped.size())},
                    {"doubtful", to_string(r.doubtful.size())},
                    {"status", s.ToString()}});

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -429,6 +431,207 @@ TEST_F(RepairTest, RandomDamageNeverGivesAWrongValue) {
       }
     }
   }
+}
+
+// ---- the packed tier -------------------------------------------------------------------------
+//
+// A store of format 4 whose packed tier holds records, written through the engine's test hook
+// (TEST_tier_write) for keys the list had not written then, so that the tier holds of every
+// key a value older than every version the list keeps (the engine's precedence). The list
+// then writes over some of them. The repaired store must answer as the engine does: the list
+// over the tier, and in the tier, the newest run's record.
+
+using tier_records = std::vector<std::pair<std::string, std::optional<std::string>>>;
+
+std::string tier_key(int i) {
+  char k[16];
+  std::snprintf(k, sizeof k, "tier-%03d", i);
+  return k;
+}
+std::string tier_value(int i, const std::string& run) {
+  return run + "-value-of-" + tier_key(i) + std::string(40 + i % 23, 'v');
+}
+
+// What a tiered store holds: the tier's answers (before the list), the list's writes (a
+// value, or nullopt for a delete), and the store's contents (the list over the tier).
+struct tiered_model {
+  std::map<std::string, std::string> tier;
+  std::map<std::string, std::optional<std::string>> list;
+  std::map<std::string, std::string> large;  // the large run's records: the values only it gave
+  std::map<std::string, std::string> live() const {
+    std::map<std::string, std::string> out = tier;
+    for (const auto& [k, v] : list) {
+      if (v) {
+        out[k] = *v;
+      } else {
+        out.erase(k);
+      }
+    }
+    return out;
+  }
+};
+
+// Tier keys 0..199 merged into the large run (several 4 KiB nodes); then two small runs:
+// the older with newer values (0..4), erasures (5..7, and 300, which no run holds) and new
+// keys (210..214); the newer with an erasure over the older's value (0), a value over the
+// older's erasure (5) and a newer value (210). Then the list: keys 0..39 of key_of, a value
+// over a large run's value (tier 10) and over a small run's (tier 211), deletes over a large
+// run's value (tier 11) and over a small run's (tier 1). The file is as the store's close
+// left it.
+tiered_model make_tiered_store(const std::string& path) {
+  tiered_model m;
+  std::unique_ptr<DB> db;
+  EXPECT_TRUE(DB::Open(creating(), path, &db).ok());
+  auto* engine = engine_of<in::default_config>(db.get());
+  auto tier_write = [&](const tier_records& records, bool merge) {
+    EXPECT_TRUE(engine->TEST_tier_write(records, merge).ok());
+    for (const auto& [k, v] : records) {
+      if (v) {
+        m.tier[k] = *v;
+      } else {
+        m.tier.erase(k);
+      }
+    }
+  };
+  tier_records large;
+  for (int i = 0; i < 200; ++i) {
+    large.emplace_back(tier_key(i), tier_value(i, "large"));
+    m.large[tier_key(i)] = tier_value(i, "large");
+  }
+  tier_write(large, true);
+  tier_records older;
+  for (int i = 0; i < 5; ++i) older.emplace_back(tier_key(i), tier_value(i, "older"));
+  for (int i = 5; i < 8; ++i) older.emplace_back(tier_key(i), std::nullopt);
+  for (int i = 210; i < 215; ++i) older.emplace_back(tier_key(i), tier_value(i, "older"));
+  older.emplace_back(tier_key(300), std::nullopt);
+  tier_write(older, false);
+  tier_write({{tier_key(0), std::nullopt},
+              {tier_key(5), tier_value(5, "newer")},
+              {tier_key(210), tier_value(210, "newer")}},
+             false);
+  auto put = [&](const std::string& k, const std::string& v) {
+    EXPECT_TRUE(db->Put(k, v).ok());
+    m.list[k] = v;
+  };
+  auto del = [&](const std::string& k) {
+    EXPECT_TRUE(db->Delete(k).ok());
+    m.list[k] = std::nullopt;
+  };
+  for (int i = 0; i < 40; ++i) put(key_of(i), value_of(i));
+  put(tier_key(10), "list-value-over-the-large-run");
+  put(tier_key(211), "list-value-over-a-small-run");
+  del(tier_key(11));
+  del(tier_key(1));
+  db.reset();
+  return m;
+}
+
+// Keys the tier answers in `m`: not written by the list, with a value in the tier.
+std::size_t tier_answered(const tiered_model& m) {
+  std::size_t n = 0;
+  for (const auto& [k, v] : m.tier) n += m.list.count(k) == 0;
+  return n;
+}
+
+TEST_F(RepairTest, KeysOnlyThePackedTierHoldsAreSalvaged) {
+  const tiered_model m = make_tiered_store(damaged_.str());
+  ASSERT_EQ(contents(damaged_.str()), m.live()) << "the model is the engine's own answer";
+  RepairReport r;
+  EXPECT_EQ(repair(&r), m.live());
+  EXPECT_TRUE(r.root_intact && r.list_intact);
+  EXPECT_TRUE(r.notes.empty()) << r.notes.front();
+  EXPECT_EQ(r.keys_salvaged, m.live().size());
+  EXPECT_EQ(r.keys_from_tier, tier_answered(m));
+  EXPECT_EQ(r.keys_from_scan, 0u);
+  // The large run's 200 records, the older small run's 14, the newer's 3.
+  EXPECT_EQ(r.tier_records, 200u + 14u + 3u);
+  // Deletes: the list's two; the tier's erasures that answer (0, 6, 7, 300; 5 has a newer
+  // value and 1 a list delete).
+  EXPECT_EQ(r.keys_deleted, 2u + 4u);
+}
+
+// The list broken at a key the tier also holds: the key's only list version is lost, and
+// the tier's older value is kept (doubtful); the keys past the break come from the scan,
+// and still answer over the tier (a value, and a delete, over the tier's values).
+TEST_F(RepairTest, ABrokenListStillAnswersOverThePackedTier) {
+  const tiered_model m = make_tiered_store(damaged_.str());
+  std::vector<char> bytes = read_file(damaged_.str());
+  const std::size_t node = node_with(bytes, tier_key(10), "list-value-over-the-large-run");
+  bytes[node + 5 * W + tier_key(10).size() + 3] ^= 0x20;  // a byte of its value
+  damage(bytes);
+  std::map<std::string, std::string> expected = m.live();
+  expected[tier_key(10)] = m.tier.at(tier_key(10));
+  RepairReport r;
+  EXPECT_EQ(repair(&r), expected);
+  EXPECT_FALSE(r.list_intact);
+  EXPECT_TRUE(dropped_at(r, node));
+  EXPECT_TRUE(doubtful(r, tier_key(10)));
+  EXPECT_GT(r.keys_from_scan, 0u) << "tier 211 comes from the scan";
+  EXPECT_EQ(r.keys_from_tier, tier_answered(m) + 1);
+}
+
+// A byte of a value in the large run's middle node: that run's keys from the damaged record
+// on are lost (but those a small run or the list answers), with a note; nothing else is.
+TEST_F(RepairTest, ADamagedTierNodeLosesOnlyItsRunFromTheDamageOn) {
+  const tiered_model m = make_tiered_store(damaged_.str());
+  std::vector<char> bytes = read_file(damaged_.str());
+  const int hit = 100;
+  // Every copy of the value: the small run that the merge emptied left one in a free block.
+  const std::string value = tier_value(hit, "large");
+  int copies = 0;
+  for (auto at = bytes.begin();
+       (at = std::search(at, bytes.end(), value.begin(), value.end())) != bytes.end();
+       at += static_cast<std::ptrdiff_t>(value.size())) {
+    at[value.size() / 2] ^= 0x04;
+    ++copies;
+  }
+  ASSERT_GT(copies, 0);
+  damage(bytes);
+  std::map<std::string, std::string> expected = m.live();
+  for (const auto& [k, v] : m.large) {
+    const bool only_the_large_run = m.list.count(k) == 0 && m.tier.count(k) != 0 &&
+                                    m.tier.at(k) == v;
+    if (k >= tier_key(hit) && only_the_large_run) expected.erase(k);
+  }
+  ASSERT_LT(expected.size(), m.live().size());
+  RepairReport r;
+  EXPECT_EQ(repair(&r), expected);
+  EXPECT_TRUE(r.list_intact);
+  EXPECT_TRUE(noted(r, "large run")) << (r.notes.empty() ? "" : r.notes.front());
+  EXPECT_TRUE(noted(r, "after key '" + tier_key(hit - 1) + "'"))
+      << (r.notes.empty() ? "" : r.notes.front());
+  EXPECT_EQ(r.notes.size(), 1u);
+}
+
+// A damaged tier word: a note, and the list salvaged whole; the keys only the tier held are
+// lost. A store of format 3 has no tier: no note.
+TEST_F(RepairTest, ADamagedTierWordLosesOnlyTheTier) {
+  const tiered_model m = make_tiered_store(damaged_.str());
+  std::vector<char> bytes = read_file(damaged_.str());
+  bytes[kRoot + 6 * W + 2] ^= 0x01;
+  damage(bytes);
+  std::map<std::string, std::string> list_only;
+  for (const auto& [k, v] : m.list) {
+    if (v) list_only[k] = *v;
+  }
+  RepairReport r;
+  EXPECT_EQ(repair(&r), list_only);
+  EXPECT_FALSE(r.root_intact);
+  EXPECT_TRUE(r.list_intact);
+  EXPECT_TRUE(noted(r, "offset " + std::to_string(kRoot + 6 * W)));
+  EXPECT_EQ(r.tier_records, 0u);
+
+  temp_pool_path v3("repair-format-3");
+  fill(v3.str(), 20);
+  std::vector<char> old = read_file(v3.str());
+  store(old, kRoot, in::kFormatV3);
+  store(old, kRoot + 6 * W, std::uint64_t{0});
+  write_file(damaged_.str(), old);
+  std::filesystem::remove(target_.str());
+  RepairReport r3;
+  EXPECT_EQ(repair(&r3).size(), 20u);
+  EXPECT_TRUE(r3.root_intact);
+  EXPECT_TRUE(r3.notes.empty()) << r3.notes.front();
 }
 
 // ---- refusals -------------------------------------------------------------------------------

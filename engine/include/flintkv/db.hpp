@@ -116,10 +116,18 @@ struct RepairReport {
   std::uint64_t chunks_scanned_fully = 0;  // of them, tried at every 16-byte offset
   std::uint64_t keys_salvaged = 0;         // keys written to the new pool
   std::uint64_t keys_from_scan = 0;        // of them, whose version was found by the scan
-  std::uint64_t keys_deleted = 0;          // keys whose newest version is a delete: absent
+  // Of keys_salvaged, those whose value came from the packed tier (format 4): keys of which
+  // neither the list nor the scan found a version, answered by the tier's newest record.
+  std::uint64_t keys_from_tier = 0;
+  // Keys whose newest version is a delete, or (for a key the tier answers) whose newest
+  // record in the tier is an erasure: absent.
+  std::uint64_t keys_deleted = 0;
+  // Records (values and erasures) read from the packed tier's runs, all of them, along each
+  // run's chain up to any damage (a note says where a chain broke).
+  std::uint64_t tier_records = 0;
   std::vector<Dropped> dropped;
   std::vector<Doubtful> doubtful;
-  std::vector<std::string> notes;  // other damage found (header, root words, chunk tags)
+  std::vector<std::string> notes;  // other damage (header, root words, chunk tags, the tier)
 };
 
 class DB {
@@ -138,8 +146,9 @@ class DB {
 
   // Salvages what is left of a damaged pool: copies every intact, committed key-value of
   // the pool at `damaged` (each key's newest such version; a key whose newest version is a
-  // delete is left out) into a new pool created at `new_pool`, and says in `report` (may be
-  // null) what it kept, what it dropped and why. The damaged file is only read, never
+  // delete is left out; a key with no version in the list gets the packed tier's newest
+  // intact record, if any) into a new pool created at `new_pool`, and says in `report` (may
+  // be null) what it kept, what it dropped and why. The damaged file is only read, never
   // changed; its header, root, list and chunk tags may all be damaged (what is salvaged
   // then: docs/engine-guide.md, "After a Corruption"). The new pool has options.pool_size bytes,
   // or, when options.pool_size is 0 (what `flintkv repair` passes), the damaged file's

@@ -3,7 +3,10 @@
 // is not changed. Unlike recovery (recovery.hpp), which refuses a store at its first
 // problem, salvage goes on past damage: it walks the list from the root as far as the list
 // is intact, and where it is broken (a damaged node, successor offset or root word) it
-// scans the heap's blocks for nodes that validate on their own.
+// scans the heap's blocks for nodes that validate on their own. A store of format 4 also has
+// a packed tier behind the list (packed_tier.hpp), whose runs salvage_tier.hpp reads along
+// their chains: a key the list has no version of is answered by the tier, as the engine
+// answers it.
 //
 // Thread safety: single-threaded; the image is private to the call.
 // Invariants (what run() guarantees):
@@ -17,7 +20,16 @@
 //      other keys, the newest version found by the scan.
 //  (3) A key whose newest version is a delete is left out (counted in keys_deleted).
 //  (4) Every walk and scan is bounded: the list walk by its strict order and by the number
-//      of nodes the heap can hold, the scan by the heap's size.
+//      of nodes the heap can hold, the scan by the heap's size, the tier's walks as
+//      salvage_tier.hpp says.
+//  (5) The packed tier answers only the keys of which (2) found no committed version (a
+//      value or a delete): the engine's precedence (docs/engine-design.md, "The engine over
+//      the packed tier"), by which the tier holds of every key a value older than every
+//      version the list keeps. Such a key gets the tier's newest record (salvage_tier.hpp,
+//      invariant (2)); an erasure record leaves it out (counted in keys_deleted). The tier is
+//      read when the root's tier word (format 4) is an intact offset inside the heap; a
+//      damaged word is noted and the list salvaged all the same. A format-3 store has no
+//      tier.
 // Assumption (the scan depends on it; version reclamation must keep it true): a committed
 // node is never unlinked from the list except by recovery, which first gives the nodes of an
 // unfinished batch the uncommitted marker and then links around them. So a node with a
@@ -28,6 +40,10 @@
 // linked; recovery does not see it (it is not in the list) and frees its block. The list
 // ignores it; a scan, where the list is broken, may take it for the key's newest version
 // until its block is reused. Such a write was never acknowledged.
+// The tier's merges, once the engine makes them, unlink a key's moved versions from the list
+// (docs/engine-design.md, "Order of a merge"); the assumption then needs them scrubbed as
+// reclamation scrubs its dropped nodes, or a scan may take a moved version for a newer one
+// than the tier's.
 #pragma once
 
 #include <algorithm>
@@ -46,6 +62,7 @@
 #include "flintkv/internal/index.hpp"
 #include "flintkv/internal/layout.hpp"
 #include "flintkv/internal/recovery.hpp"
+#include "flintkv/internal/salvage_tier.hpp"
 
 namespace flintkv::internal {
 
@@ -58,7 +75,8 @@ struct pool_image {
   std::uint64_t chunk_count = 0;
 };
 
-// A salvaged key-value: views into the image.
+// A salvaged key-value: views into the image, or, for a key the packed tier answered, its key
+// into the salvage object (a packed record's key is not contiguous in the image).
 struct salvaged {
   std::string_view key, value;
 };
@@ -68,21 +86,24 @@ class salvage {
   using node = pnode<Policy>;
   using root_t = root<Policy>;
   using classes = alloc::detail::pmem_classes;
+  using tier_t = salvage_tier<Policy>;
   static constexpr std::uint64_t kChunk = alloc::format::chunk_size;
   static_assert(layout_pinned<Policy>());
 
  public:
   // REQUIRES: image.base holds image.size bytes and outlives the result; the root area and
-  // the chunk table of image.chunk_count chunks lie inside it.
+  // the chunk table of image.chunk_count chunks lie inside it. This object outlives the
+  // result too (keys the tier answered).
   salvage(const pool_image& image, RepairReport* report)
       : image_(image),
         report_(*report),
         heap_begin_(image.heap_begin),
-        heap_end_(image.heap_begin + image.chunk_count * kChunk) {}
+        heap_end_(image.heap_begin + image.chunk_count * kChunk),
+        tier_(image.base, heap_begin_, heap_end_, report) {}
 
-  // Reads the root, walks the list, scans the heap where the list is broken. Returns the
-  // live key-values in key order, and fills the report's counts, dropped nodes, doubtful
-  // keys and notes (not keys_salvaged: what the caller writes).
+  // Reads the root, walks the list, scans the heap where the list is broken, reads the
+  // packed tier. Returns the live key-values in key order, and fills the report's counts,
+  // dropped nodes, doubtful keys and notes (not keys_salvaged: what the caller writes).
   std::vector<salvaged> run() {
     read_root();
     if (root_.head) {
@@ -91,11 +112,17 @@ class salvage {
       report_.list_break = "at the root: no intact head node to start from";
     }
     if (!report_.list_intact) scan();
+    if (root_.tier) {
+      tier_.read(*root_.tier);
+      add_tier();
+    }
     return finish();
   }
 
   // True if anything in the image looked like a store: an intact root or any node.
-  bool found_a_store() const { return root_.head.has_value() || nodes_seen_ > 0; }
+  bool found_a_store() const {
+    return root_.head.has_value() || nodes_seen_ > 0 || tier_.nodes_read() > 0;
+  }
 
  private:
   // ---- reading the image -------------------------------------------------------------------
@@ -223,6 +250,7 @@ class salvage {
 
   struct root_words {
     std::optional<node_offset> head;  // of an intact head sentinel
+    std::optional<node_offset> tier;  // the packed tier's root block, inside the heap
   };
 
   void read_root() {
@@ -276,6 +304,22 @@ class salvage {
                               ": damaged size or version word");
     } else {
       root_.head = *head;
+    }
+    // The packed tier's root block (format 4; a format-3 root has no tier word). Where the
+    // format word is damaged the store may be of either format: the tier word is read if it
+    // checks (a zeroed word never does), and noted only if the store may have had one.
+    if (format != kFormatV3 && format != kFormatBlank && format != kFormatInitialising) {
+      const auto tier = read_offset_word(read(r.tier), in_root(word_field::tier));
+      if (tier && contains(tier->value, tier_t::root_bytes())) {
+        root_.tier = *tier;
+      } else {
+        intact = false;
+        root_note("tier offset", 6 * w,
+                  (format == kFormat ? std::string("damaged or outside the heap")
+                                     : std::string("does not read either (a store of format 3 "
+                                                   "has none)")) +
+                      ": the keys only the packed tier held are lost");
+      }
     }
     report_.root_intact = intact;
   }
@@ -485,6 +529,7 @@ class salvage {
     std::string_view value;
     bool tombstone = false;
     bool from_scan = false;
+    bool from_tier = false;  // the packed tier's record (no version or offset): invariant (5)
     std::optional<std::uint64_t> twin;  // another node with the same version
   };
 
@@ -501,7 +546,19 @@ class salvage {
         return;
       }
     }
-    v = {p.version, off, p.value, p.tombstone, from_scan, std::nullopt};
+    v = {p.version, off, p.value, p.tombstone, from_scan, false, std::nullopt};
+  }
+
+  // The tier's answer of each key the list and the scan found no committed version of
+  // (invariant (5)): a value, or an erasure (absent, as a delete is).
+  void add_tier() {
+    for (const auto& [key, a] : tier_.answers()) {
+      version_found v;
+      v.value = a.value;
+      v.tombstone = a.erasure;
+      v.from_tier = true;
+      newest_.try_emplace(key, v);
+    }
   }
 
   void drop(std::uint64_t off, const probe& p) {
@@ -522,6 +579,14 @@ class salvage {
         if (!d.key_verified) continue;  // the key may be wrong: the dropped list shows it
         report_.doubtful.push_back({d.key, what + "; no other version was found, so the key "
                                                   "is absent"});
+        continue;
+      }
+      if (it->second.from_tier) {
+        report_.doubtful.push_back(
+            {d.key, what + "; no other version was found in the list, and the packed tier's "
+                           "record, older than any the list had, " +
+                        (it->second.tombstone ? std::string("is an erasure, so the key is absent")
+                                              : std::string("was kept"))});
         continue;
       }
       const std::string kept = "version " + std::to_string(it->second.version) + " (offset " +
@@ -545,6 +610,7 @@ class salvage {
         continue;
       }
       if (v.from_scan) ++report_.keys_from_scan;
+      if (v.from_tier) ++report_.keys_from_tier;
       live.push_back({key, v.value});
     }
     if (!report_.list_intact) {
@@ -572,6 +638,7 @@ class salvage {
   std::map<std::string_view, version_found> newest_;
   std::set<std::uint64_t> dropped_offsets_;
   std::set<std::uint64_t> noted_chunks_;
+  tier_t tier_;  // after heap_begin_ and heap_end_, which it is made with
 };
 
 }  // namespace flintkv::internal
