@@ -94,6 +94,9 @@ class packed_run {
   // and holds at most a slice's old and new nodes at once.
   static constexpr std::size_t kSliceBytes = std::size_t{2} << 20;
   static constexpr std::size_t kSlicesPerRun = 16;
+  // Touched nodes a batch packs together at most (apply): their records are held in DRAM
+  // as views, and their old and new nodes are in the pool at once, until the swap.
+  static constexpr std::size_t kGroupNodes = 8;
 
   // A node of the index: its first key and its block. In a published index, `first` views
   // the index's own copy of the key; in the refs a batch or a recovery gathers, the base
@@ -456,44 +459,66 @@ class packed_run {
     }
     if (index.empty() && !changes.empty()) {
       // No node yet: every change is a key of the first nodes.
-      status = replace(nullptr, changes, node_offset{0}, &pred, &pred_place, &out);
+      status = replace({}, changes, node_offset{0}, &pred, &pred_place, &out);
       c = changes.size();
     }
-    for (; j < index.size() && status.ok(); ++j) {
-      const ref& r = index[j];
-      // The changes of node j: below the next node's first key (all that are left for the
-      // last node; node 0 also takes those below its first key).
-      std::size_t e = c;
-      if (j + 1 == index.size()) {
-        e = changes.size();
-      } else {
-        while (e < changes.size() && compare_keys(changes[e].key, index[j + 1].first) < 0) ++e;
+    // The changes of node k, from `from` on: below the next node's first key (all that are
+    // left for the last node; node 0 also takes those below its first key).
+    const auto changes_end = [&](std::size_t k, std::size_t from) {
+      if (k + 1 == index.size()) return changes.size();
+      while (from < changes.size() && compare_keys(changes[from].key, index[k + 1].first) < 0) {
+        ++from;
       }
-      if (e == c || removes_nothing(r, changes.subspan(c, e - c))) {
+      return from;
+    };
+    const auto untouched = [&](std::size_t k, std::size_t from, std::size_t to) {
+      return to == from || removes_nothing(index[k], changes.subspan(from, to - from));
+    };
+    while (j < index.size() && status.ok()) {
+      const ref& r = index[j];
+      std::size_t e = changes_end(j, c);
+      if (untouched(j, c, e)) {
         c = e;
         pred = &node(r.at)->next;
         pred_place = in_node(r.at, word_field::packed_next);
         out.push_back(r);
+        ++j;
         continue;
       }
-      const auto next = packed_next<Policy, Mode>(node(r.at), r.at);
+      // Node j and the touched nodes right after it, up to kGroupNodes, are packed together,
+      // so that only the group's last new node may be part full: node by node, a node that
+      // took a few keys would become a full node and a nearly empty one, and a run merged
+      // into again and again would fill its nodes about half.
+      std::size_t k = j + 1;
+      while (k < index.size() && k - j < kGroupNodes) {
+        const std::size_t f = changes_end(k, e);
+        if (untouched(k, e, f)) break;
+        e = f;
+        ++k;
+      }
+      const std::span<const ref> group(index.data() + j, k - j);
+      const auto next = packed_next<Policy, Mode>(node(group.back().at), group.back().at);
       if (!next) {
-        status = damaged(r.at);
+        status = damaged(group.back().at);
         break;
       }
-      status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
+      status = replace(group, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
       if (status.IsNoSpace() && epochs_ != nullptr && !(retired_.empty() && unlinked_.empty())) {
         // The blocks this batch unlinked may be enough: give them back now and try again.
         publish_so_far(out, *base, j);
-        status = replace(&r, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
+        status = replace(group, changes.subspan(c, e - c), *next, &pred, &pred_place, &out);
       }
       if (!status.ok()) break;
-      retired_.push_back(r.at);
+      for (const ref& g : group) {
+        retired_.push_back(g.at);
+        sliced += g.bytes;
+      }
       c = e;
-      if (epochs_ != nullptr && (sliced += r.bytes) >= slice) {
+      j = k;
+      if (epochs_ != nullptr && sliced >= slice) {
         // A slice's old nodes go back before the batch goes on, so that a batch over the
         // whole run holds a slice's old and new nodes at once, not the run's twice over.
-        publish_so_far(out, *base, j + 1);
+        publish_so_far(out, *base, j);
         sliced = 0;
       }
     }
@@ -660,10 +685,10 @@ class packed_run {
     return Status::Corruption("packed run: damaged node at " + std::to_string(at.value));
   }
 
-  // Merges node `old` (nullptr: the run is empty) with `changes`, writes the result as new
-  // nodes whose last names `next`, fences them, and swaps them in at *pred (which then names
-  // the last new node's successor word). Appends the new nodes to `out`.
-  Status replace(const ref* old, std::span<const change> changes, node_offset next,
+  // Merges the consecutive nodes `olds` (none: the run is empty) with `changes`, writes the
+  // result as new nodes whose last names `next`, fences them, and swaps them in at *pred
+  // (which then names the last new node's successor word). Appends the new nodes to `out`.
+  Status replace(std::span<const ref> olds, std::span<const change> changes, node_offset next,
                  head_word** pred, word_place* pred_place, std::vector<ref>* out) {
     // The merged records, in order, as views: values into the old node (freed only after the
     // swap) or the changes; keys into the changes or, for the old node's, into keys_ (prefix
@@ -684,12 +709,12 @@ class packed_run {
         take_change(changes[c]);
       }
     };
-    if (old) {
-      const auto v = view::open(node(old->at), old->at, old->bytes, true);
-      if (!v) return damaged(old->at);
+    for (const ref& old : olds) {
+      const auto v = view::open(node(old.at), old.at, old.bytes, true);
+      if (!v) return damaged(old.at);
       for (std::size_t i = 0; i < v->size(); ++i) {
         const auto rec = v->record(i, true);
-        if (!rec) return damaged(old->at);
+        if (!rec) return damaged(old.at);
         const std::size_t at = keys_.size();
         keys_.append(v->prefix()).append(rec->suffix);
         const std::string_view key(keys_.data() + at, keys_.size() - at);  // until keys_ grows
