@@ -185,6 +185,9 @@ constexpr property kProperties[] = {
     {"flintkv.reclaimed-versions", &Stats::reclaimed_versions, nullptr, nullptr},
     {"flintkv.reclaimed-bytes", &Stats::reclaimed_bytes, nullptr, nullptr},
     {"flintkv.reclamation-passes", &Stats::reclamation_passes, nullptr, nullptr},
+    {"flintkv.merges", &Stats::merges, nullptr, nullptr},
+    {"flintkv.merged-keys", &Stats::merged_keys, nullptr, nullptr},
+    {"flintkv.merge-errors", &Stats::merge_errors, nullptr, nullptr},
     {"flintkv.pool-size", &Stats::pool_size, nullptr, nullptr},
     {"flintkv.pool-used", &Stats::pool_used, nullptr, nullptr},
     {"flintkv.granularity", nullptr, &Stats::granularity, nullptr},
@@ -560,6 +563,10 @@ void flintkv_options_set_read_only(flintkv_options_t* options, unsigned char v) 
 void flintkv_options_set_thread_slots(flintkv_options_t* options, unsigned slots) {
   options->rep.thread_slots = slots;
 }
+void flintkv_options_set_merge_interval_ms(flintkv_options_t* options, uint64_t ms) {
+  options->rep.merge_interval = std::chrono::milliseconds(ms);
+}
+
 void flintkv_options_set_persist_interval_ms(flintkv_options_t* options, uint64_t ms) {
   options->rep.persist_interval = std::chrono::milliseconds(ms);
 }

@@ -227,6 +227,7 @@ class bench_runner {
  private:
   using body = std::function<Status(worker&, const std::atomic<bool>& stop)>;
 
+  Options store_options() const;  // what every store the run opens is opened with
   Status open_existing();
   Status open_fresh();
   // Runs `fn` on `count` threads after a start barrier. The first min(count, --threads)
@@ -318,8 +319,14 @@ const benchmark* find_benchmark(std::string_view name) {
   return nullptr;
 }
 
-Status bench_runner::open_existing() {
+Options bench_runner::store_options() const {
   Options options;
+  options.merge_interval = std::chrono::milliseconds(config_.merge_interval_ms);
+  return options;
+}
+
+Status bench_runner::open_existing() {
+  Options options = store_options();
   options.create_if_missing = false;
   return DB::Open(options, path_, &db_);
 }
@@ -328,7 +335,7 @@ Status bench_runner::open_fresh() {
   db_.reset();
   std::error_code ignored;
   std::filesystem::remove(path_, ignored);  // only ever a pool this run created
-  Options options;
+  Options options = store_options();
   options.create_if_missing = true;
   options.error_if_exists = true;
   options.pool_size = pool_size_;
@@ -640,7 +647,7 @@ Status bench_runner::run_recover(std::size_t position, result* r) {
   db_.reset();
   pool_file_guard insert_pool(path_ + ".recover-insert");
   std::unique_ptr<DB> fresh;
-  Options options;
+  Options options = store_options();
   options.create_if_missing = true;
   options.error_if_exists = true;
   options.pool_size = std::max<std::uint64_t>(pool_size_, after.pool_size);
@@ -693,6 +700,10 @@ void bench_runner::print_header(const Stats& stats) const {
   }
   if (!config_.verify_checksums) {
     std::printf("Reads:         checksums not verified (verify_checksums = false)\n");
+  }
+  if (config_.merge_interval_ms != 0) {
+    std::printf("Merges:        every %llu ms (merge_interval)\n",
+                static_cast<unsigned long long>(config_.merge_interval_ms));
   }
   std::printf("Pool:          %s, %.1f MiB%s\n", path_.c_str(),
               double(stats.pool_size) / double(1 << 20),
@@ -761,6 +772,7 @@ Status bench_runner::write_json() const {
     field("sync", config_.sync ? "true" : "false");
     if (!config_.sync) field("persist_every", integer(config_.persist_every));
     field("verify_checksums", config_.verify_checksums ? "true" : "false");
+    field("merge_interval_ms", integer(config_.merge_interval_ms));
     field("num", integer(config_.num));
     field("key_size", integer(config_.key_size));
     field("value_size", integer(config_.value_size));
@@ -916,6 +928,7 @@ bench_config parse_bench_config(arguments& args) {
   c.sync = args.number("sync", 1, 0, 1) == 1;
   c.persist_every = args.number("persist_every", c.persist_every, 0, kMaxNum);
   c.verify_checksums = args.number("verify_checksums", 1, 0, 1) == 1;
+  c.merge_interval_ms = args.number("merge_interval", 0, 0, 1u << 30);
   c.db = args.text("db");
   if (c.db && c.db->empty()) throw usage_error("--db: empty path");
   c.use_existing_db = args.flag("use_existing_db");
@@ -985,6 +998,9 @@ std::string bench_usage() {
          "                      1: every value read is checked against its node's checksum\n"
          "                      (ReadOptions::verify_checksums, the default); 0: reads,\n"
          "                      scans and transactions skip the check\n"
+         "  --merge_interval=MS Options::merge_interval of the stores opened: a thread moves\n"
+         "                      keys that stopped changing to the packed tier every MS\n"
+         "                      milliseconds (default 0: none)\n"
          "  --db=PATH           the pool file (default: a fresh pool in /dev/shm, removed at "
          "exit)\n"
          "  --use_existing_db   benchmark the existing pool at --db; fill* are skipped\n"

@@ -35,6 +35,7 @@ struct bench_config {
   bool sync = true;                 // WriteOptions::sync of every write
   std::uint64_t persist_every = 1000;  // with sync false: each thread's writes per Persist()
   bool verify_checksums = true;  // ReadOptions/TransactionOptions::verify_checksums of reads
+  std::uint64_t merge_interval_ms = 0;  // Options::merge_interval of every store opened
   std::optional<std::string> db;  // nullopt: a fresh pool in /dev/shm, removed at exit
   bool use_existing_db = false;
   std::optional<std::uint64_t> pool_size;  // nullopt: default_pool_size(config)

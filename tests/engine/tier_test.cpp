@@ -5,18 +5,26 @@
 //    every version the list keeps). Gets, snapshots and iterators in every direction, with
 //    and without bounds, answer as a model that lays the list's keys (values and deletes)
 //    over the tier's, before and after the store is opened again.
+//  - Merges (EngineTierTest.Merges..., EngineMergeConcurrencyTest): the engine moves keys
+//    into the tier itself (the merge thread's step, through TEST_merge); reads, snapshots,
+//    iterators held across merges, readers on other threads and live_keys answer as the
+//    writes say.
 //  - EngineTierFormatTest: a store of format 3 (no tier) is read as it is, upgraded at its
 //    first read-write open and left untouched by a read-only one; a damaged tier is
 //    reported by Open and Check.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -249,6 +257,253 @@ TYPED_TEST(EngineTierTest, ASnapshotOlderThanTheListReadsTheTier) {
   ASSERT_TRUE(db->Get("k", &got, then).ok());
   EXPECT_EQ(got, "old");
   db->ReleaseSnapshot(before);
+}
+
+// ---- merges: the engine moves keys into the tier ------------------------------------------
+
+// One merge through the test hook, as the merge thread makes them.
+template <class Config>
+std::size_t merge(DB& db, std::size_t limit, std::uint64_t lag = 0) {
+  std::size_t moved = 0;
+  const Status s = engine_of<Config>(&db)->TEST_merge(limit, &moved, lag);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return moved;
+}
+
+// Writes through the list, merges of every size among them (reclamation too, so that
+// deletes of keys the tier holds move as erasure records), snapshots and an iterator held
+// across merges: every read answers as the writes say, now, at each snapshot, along the
+// iterator's walk, and after the store is opened again; live_keys counts the keys of both
+// tiers.
+TYPED_TEST(EngineTierTest, MergesKeepEveryReadAsItWas) {
+  constexpr std::uint64_t kUniverse = 300;
+  region memory(64u << 20);
+  std::mt19937_64 rng(20261128);
+  model m;  // every write goes through the list: m.list is the store
+  std::size_t moved = 0;
+  {
+    auto db = open_in<TypeParam>(memory);
+    ASSERT_NE(db, nullptr);
+    for (int round = 0; round < 12; ++round) {
+      write_list(*db, &m, rng, kUniverse, 80);
+      const kv_map at_snapshot = m.view();
+      const Snapshot* snapshot = db->GetSnapshot();
+      const kv_map at_iterator = m.view();
+      auto it = db->NewIterator(ReadOptions{});
+      reference_iterator ref(at_iterator, ReadOptions{});
+      const std::string from = key_at(rng() % kUniverse);
+      it->Seek(from);
+      ref.seek(from);
+      write_list(*db, &m, rng, kUniverse, 40);
+      if (round % 3 == 2) engine_of<TypeParam>(db.get())->TEST_reclaim();
+      moved += merge<TypeParam>(*db, 1 + rng() % 400, round % 4 == 3 ? 20 : 0);
+      // The iterator carries on from keys a merge may have moved, at its own version.
+      for (int step = 0; step < 30 && ref.valid(); ++step) {
+        ASSERT_TRUE(it->Valid()) << "round " << round << " step " << step;
+        ASSERT_EQ(it->key(), ref.key()) << "round " << round << " step " << step;
+        ASSERT_EQ(it->value(), ref.value());
+        if (step % 5 == 4) {
+          it->Prev();
+          ref.prev();
+        } else {
+          it->Next();
+          ref.next();
+        }
+      }
+      ASSERT_TRUE(it->status().ok()) << it->status().ToString();
+      it.reset();
+      ASSERT_TRUE(reads_match(*db, m.view(), nullptr, rng, kUniverse)) << "round " << round;
+      ASSERT_TRUE(reads_match(*db, at_snapshot, snapshot, rng, kUniverse)) << "round " << round;
+      db->ReleaseSnapshot(snapshot);
+      EXPECT_EQ(db->GetStats().live_keys, m.view().size()) << "round " << round;
+    }
+    // With no reader left, a merge takes every key the last writes left in the list.
+    engine_of<TypeParam>(db.get())->TEST_reclaim();
+    moved += merge<TypeParam>(*db, 100000);
+    ASSERT_TRUE(reads_match(*db, m.view(), nullptr, rng, kUniverse));
+    const Stats stats = db->GetStats();
+    EXPECT_EQ(stats.merged_keys, moved);
+    EXPECT_GT(moved, kUniverse / 2);
+    EXPECT_LT(stats.keys, kUniverse / 4) << "the list keeps few keys once they are merged";
+    EXPECT_EQ(stats.live_keys, m.view().size());
+  }
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  EXPECT_TRUE(reads_match(*db, m.view(), nullptr, rng, kUniverse)) << "after reopening";
+  EXPECT_EQ(db->GetStats().live_keys, m.view().size()) << "after reopening";
+  // Writes after the reopen: new versions over the tier's keys, and deletes of them.
+  write_list(*db, &m, rng, kUniverse, 100);
+  EXPECT_EQ(db->GetStats().live_keys, m.view().size());
+  merge<TypeParam>(*db, 100000);
+  EXPECT_TRUE(reads_match(*db, m.view(), nullptr, rng, kUniverse));
+}
+
+// An iterator whose key a merge moved (with every key after it) finds its place again by
+// key, forward and backward, whether it was reading the list alone or both tiers.
+TYPED_TEST(EngineTierTest, AnIteratorCarriesOnOverKeysAMergeMoved) {
+  region memory(32u << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  kv_map expected;
+  for (std::uint64_t i = 0; i < 120; ++i) {
+    ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+    expected[key_at(i)] = "v" + std::to_string(i);
+  }
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0: the list alone; 1: both tiers
+    auto it = db->NewIterator(ReadOptions{});
+    reference_iterator ref(expected, ReadOptions{});
+    it->SeekToFirst();
+    ref.seek_to_first();
+    for (int i = 0; i < 40; ++i) {
+      it->Next();
+      ref.next();
+    }
+    // Writes the iterator does not see, then every key moved.
+    for (std::uint64_t i = 0; i < 120; i += 3) ASSERT_TRUE(db->Put(key_at(i), "later").ok());
+    ASSERT_EQ(it->key(), ref.key());
+    engine_of<TypeParam>(db.get())->TEST_reclaim();
+    merge<TypeParam>(*db, 100000);
+    for (int i = 0; i < 10; ++i) {
+      it->Prev();
+      ref.prev();
+      ASSERT_TRUE(it->Valid());
+      ASSERT_EQ(it->key(), ref.key());
+      ASSERT_EQ(it->value(), ref.value());
+    }
+    while (ref.valid()) {
+      ASSERT_TRUE(it->Valid());
+      ASSERT_EQ(it->key(), ref.key());
+      ASSERT_EQ(it->value(), ref.value()) << "the iterator reads at its own version";
+      it->Next();
+      ref.next();
+    }
+    EXPECT_FALSE(it->Valid());
+    EXPECT_TRUE(it->status().ok());
+    it.reset();
+    for (std::uint64_t i = 0; i < 120; i += 3) expected[key_at(i)] = "later";
+  }
+}
+
+// Readers and a writer beside a merging thread, on real threads: every key is written first
+// and never deleted, so each scan meets every key exactly once, in order, and every Get
+// finds it; each value read is one its key had, never older than one the same reader read
+// before.
+TEST(EngineMergeConcurrencyTest, ReadersBesideMergesMeetEveryKeyOnceWithValuesItHad) {
+  constexpr std::uint64_t kKeys = 600;
+  constexpr std::uint64_t kWrites = 30000;
+  region memory(256u << 20);
+  auto db = open_in<on_hardware<hashed, manual>>(memory);
+  ASSERT_NE(db, nullptr);
+  auto value = [](std::uint64_t key, std::uint64_t seq) {
+    return key_at(key) + ":" + std::to_string(seq);
+  };
+  auto seq_of = [](std::string_view key, std::string_view v) -> std::int64_t {
+    if (v.size() <= key.size() + 1 || v.substr(0, key.size()) != key || v[key.size()] != ':') {
+      return -1;
+    }
+    return std::stoll(std::string(v.substr(key.size() + 1)));
+  };
+  for (std::uint64_t k = 0; k < kKeys; ++k) ASSERT_TRUE(db->Put(key_at(k), value(k, 0)).ok());
+  std::atomic<bool> written{false}, done{false};
+  std::atomic<std::uint64_t> failures{0}, scans{0}, merges{0};
+  std::string first_failure;
+  std::mutex failure_mutex;
+  auto fail = [&](const std::string& what) {
+    std::lock_guard lock(failure_mutex);
+    if (failures.fetch_add(1) == 0) first_failure = what;
+  };
+  std::thread writer([&] {
+    std::mt19937_64 rng(1);
+    for (std::uint64_t i = 1; i <= kWrites; ++i) {
+      const std::uint64_t k = rng() % kKeys;
+      if (!db->Put(key_at(k), value(k, i)).ok()) fail("put failed");
+    }
+    written.store(true);
+  });
+  // Merges while the writer writes, then until five merges moved keys (once the writes
+  // stop, every key becomes movable), so that the readers always meet some.
+  std::thread merger([&] {
+    auto* e = engine_of<on_hardware<hashed, manual>>(db.get());
+    for (std::uint64_t n = 0; !written.load() || (merges.load() < 5 && n < 100000); ++n) {
+      std::size_t moved = 0;
+      if (Status s = e->TEST_merge(64, &moved); !s.ok()) fail("merge: " + s.ToString());
+      merges.fetch_add(moved > 0 ? 1 : 0);
+    }
+    done.store(true);
+  });
+  auto reader = [&](std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::vector<std::int64_t> seen(kKeys, -1);
+    while (!done.load()) {
+      for (int g = 0; g < 50; ++g) {
+        const std::uint64_t k = rng() % kKeys;
+        std::string got;
+        const Status s = db->Get(key_at(k), &got);
+        const std::int64_t seq = s.ok() ? seq_of(key_at(k), got) : -1;
+        if (seq < 0) fail("Get " + key_at(k) + ": " + s.ToString() + " '" + got + "'");
+        if (seq < seen[k]) fail("Get " + key_at(k) + " went back to " + got);
+        seen[k] = std::max(seen[k], seq);
+      }
+      auto it = db->NewIterator(ReadOptions{});
+      std::uint64_t n = 0;
+      std::string last;
+      for (it->SeekToFirst(); it->Valid(); it->Next(), ++n) {
+        const std::string key(it->key());
+        if (n > 0 && key <= last) fail("scan: " + key + " after " + last);
+        if (seq_of(key, it->value()) < 0) fail("scan: " + key + " = " + std::string(it->value()));
+        last = key;
+      }
+      if (!it->status().ok()) fail("scan: " + it->status().ToString());
+      if (n != kKeys) fail("scan met " + std::to_string(n) + " keys of " + std::to_string(kKeys));
+      scans.fetch_add(1);
+    }
+  };
+  std::thread r1(reader, 2), r2(reader, 3);
+  writer.join();
+  merger.join();
+  r1.join();
+  r2.join();
+  EXPECT_EQ(failures.load(), 0u) << first_failure;
+  EXPECT_GT(scans.load(), 0u);
+  EXPECT_GE(merges.load(), 5u) << "merges that moved keys beside the readers";
+  EXPECT_EQ(db->GetStats().live_keys, kKeys);
+}
+
+// The merge thread (Options::merge_interval) moves every key once writes pause, and the
+// store reads as it was written, then and after it is opened again. The wait is for a state
+// (every key moved), bounded, not for a time.
+TEST(EngineMergeThreadTest, MovesEveryKeyOnceWritesPause) {
+  constexpr std::uint64_t kKeys = 3000;
+  region memory(64u << 20);
+  kv_map expected;
+  {
+    Options options;
+    options.merge_interval = std::chrono::milliseconds(1);
+    auto db = open_in<on_hardware<hashed, manual>>(memory, options);
+    ASSERT_NE(db, nullptr);
+    for (std::uint64_t i = 0; i < kKeys; ++i) {
+      ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+      expected[key_at(i)] = "v" + std::to_string(i);
+    }
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (Stats s = db->GetStats(); (s.keys != 0 || s.merged_keys != kKeys) &&
+                                   std::chrono::steady_clock::now() < limit;
+         s = db->GetStats()) {
+      std::this_thread::yield();
+    }
+    const Stats stats = db->GetStats();
+    EXPECT_EQ(stats.keys, 0u) << "keys left in the list";
+    EXPECT_EQ(stats.merged_keys, kKeys);
+    EXPECT_EQ(stats.merge_errors, 0u);
+    EXPECT_EQ(stats.live_keys, kKeys);
+    std::mt19937_64 rng(7);
+    EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, kKeys));
+  }
+  auto db = open_in<on_hardware<hashed, manual>>(memory);
+  ASSERT_NE(db, nullptr);
+  std::mt19937_64 rng(8);
+  EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, kKeys)) << "after reopening";
+  EXPECT_EQ(db->GetStats().live_keys, kKeys);
 }
 
 // ---- the format ------------------------------------------------------------------------

@@ -203,6 +203,9 @@ void flintkv_options_set_thread_slots(flintkv_options_t* options, unsigned slots
 /* Writes made with sync 0 are persisted at least this often, in milliseconds, by a
    background thread (default 0: no thread). */
 void flintkv_options_set_persist_interval_ms(flintkv_options_t* options, uint64_t ms);
+/* Options::merge_interval: every `ms` milliseconds a background thread moves keys that
+   stopped changing to the packed tier (0, the default: no merges). */
+void flintkv_options_set_merge_interval_ms(flintkv_options_t* options, uint64_t ms);
 
 /* Returns NULL when DRAM has run out. REQUIRES (the setters): options non-NULL. */
 flintkv_readoptions_t* flintkv_readoptions_create(void);

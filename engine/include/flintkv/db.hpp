@@ -47,9 +47,10 @@ struct Stats {
   std::uint64_t pwb = 0, pfence = 0;
   // The newest version visible to readers; keys' newest versions in the store.
   std::uint64_t visible_version = 0;
-  std::uint64_t live_keys = 0;         // keys whose newest version is not a delete
-  std::uint64_t keys = 0;              // keys in the index: live ones and deleted ones whose
-                                       // delete is not reclaimed yet
+  std::uint64_t live_keys = 0;         // keys whose newest version is not a delete (in the
+                                       // list, or, for keys it lacks, in the packed tier)
+  std::uint64_t keys = 0;              // keys in the list's index: live ones and deleted
+                                       // ones whose delete is not reclaimed yet
   std::uint64_t versions = 0;          // versions in the store (persistent nodes)
   // Versions other than the newest live version of each key (older versions and deletes):
   // reclaimed once no reader can see them (a snapshot or iterator may hold them).
@@ -60,6 +61,9 @@ struct Stats {
   std::uint64_t snapshots = 0;         // live snapshots and iterators
   // Reclamation since Open: versions unlinked and freed, their nodes' bytes, and passes.
   std::uint64_t reclaimed_versions = 0, reclaimed_bytes = 0, reclamation_passes = 0;
+  // Merges since Open (Options::merge_interval): those that moved keys to the packed tier,
+  // the keys they moved, and those that failed (the pool full, damage met in the tier).
+  std::uint64_t merges = 0, merged_keys = 0, merge_errors = 0;
   std::uint64_t pool_size = 0, pool_used = 0;
   std::string granularity;             // persistence granularity of the pool's mapping
   std::string configuration;           // durability mode, counter placement, flush backend

@@ -39,6 +39,12 @@ struct Options {
   // writes are waiting. Zero (the default): no thread; they wait for Persist(), a sync
   // write, or the close.
   std::chrono::milliseconds persist_interval{0};
+  // Keys not written for a while move from the per-key list, where each version is a node
+  // of its own, to the packed tier, where many keys share a node (docs/engine-guide.md,
+  // "Merges"): a background thread looks at this interval and moves the keys whose newest
+  // version every reader reads, while writes go on leaving the newest versions in the
+  // list. Zero (the default): no thread, and keys stay in the list.
+  std::chrono::milliseconds merge_interval{0};
 };
 
 struct ReadOptions {

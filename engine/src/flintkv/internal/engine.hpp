@@ -146,6 +146,9 @@ class engine final : public DB, private transaction_host {
       if (options.persist_interval.count() > 0 && !options.read_only) {
         e->start_persister(options.persist_interval);
       }
+      if (options.merge_interval.count() > 0 && !options.read_only && e->tier_ != nullptr) {
+        e->start_merger(options.merge_interval);
+      }
       *db = std::move(e);
       return Status::OK();
     } catch (const std::bad_alloc&) {
@@ -154,6 +157,7 @@ class engine final : public DB, private transaction_host {
   }
 
   ~engine() override {
+    stop_merger();
     stop_persister();
     if (index_ == nullptr) return;  // recovery failed before building the index
     // No reader is left (snapshots and iterators go before the DB): the weak writes are made
@@ -309,15 +313,19 @@ class engine final : public DB, private transaction_host {
     s.pwb = c.pwb;
     s.pfence = c.pfence;
     s.visible_version = visible_version_.load(std::memory_order_acquire);
-    s.live_keys = live_keys_.load(std::memory_order_relaxed);
+    const std::uint64_t list_live = live_keys_.load(std::memory_order_relaxed);
+    s.live_keys = list_live + tier_live_keys_.load(std::memory_order_relaxed);
     s.keys = keys_.load(std::memory_order_relaxed);
     s.versions = versions_.load(std::memory_order_relaxed);
-    s.obsolete_versions = s.versions - std::min(s.versions, s.live_keys);
+    s.obsolete_versions = s.versions - std::min(s.versions, list_live);
     s.watermark = reclaimer_.last_watermark();
     s.snapshots = registry_.count();
     s.reclaimed_versions = reclaimer_.reclaimed_versions();
     s.reclaimed_bytes = reclaimer_.reclaimed_bytes();
     s.reclamation_passes = reclaimer_.passes();
+    s.merges = merges_.load(std::memory_order_relaxed);
+    s.merged_keys = merged_keys_.load(std::memory_order_relaxed);
+    s.merge_errors = merge_errors_.load(std::memory_order_relaxed);
     s.pool_size = storage_->size();
     s.pool_used = storage_->used();
     s.granularity = storage_->granularity();
@@ -360,29 +368,58 @@ class engine final : public DB, private transaction_host {
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
 
   // Test hook: the newest visible version of `key` (nullopt if none or deleted), with its
-  // version number, read as Get reads it.
+  // version number, read as Get reads it: from the list, else from the packed tier, which
+  // keeps no versions (0).
   std::optional<std::pair<std::string, std::uint64_t>> TEST_read(std::string_view key) const {
     auto pinned = pin();
     const inode* n = index_->find(key);
-    if (n == nullptr) return std::nullopt;
-    auto v = n->visible_at(visible_version_.load(std::memory_order_acquire));
-    if (!v || v->tombstone) return std::nullopt;
+    auto v = n != nullptr ? n->visible_at(visible_version_.load(std::memory_order_acquire))
+                          : std::nullopt;
+    if (!v) {
+      std::string value;
+      if (!get_from_tier(key, &value, true).ok()) return std::nullopt;
+      return std::pair{std::move(value), std::uint64_t{0}};
+    }
+    if (v->tombstone) return std::nullopt;
     return std::pair{std::string(value_of(n, *v)), v->version};
   }
 
-  // Test hook: every live key with its newest visible value and version, in key order.
+  // Test hook: every live key with its newest visible value and version, in key order: the
+  // list's keys over the packed tier's (whose keys have version 0: the tier keeps none).
+  // A damaged tier record ends the tier's part. REQUIRES: no merge running.
   struct TEST_entry {
     std::string key, value;
     std::uint64_t version;
   };
   std::vector<TEST_entry> TEST_state() const {
     auto pinned = pin();
-    std::vector<TEST_entry> out;
+    std::vector<TEST_entry> list;  // deletes too (an empty value, version 0 never used)
+    std::vector<bool> deleted;
     const std::uint64_t vv = visible_version_.load(std::memory_order_acquire);
     for (inode* n = index_->head()->load_next(); n != nullptr; n = n->load_next()) {
       auto v = n->visible_at(vv);
-      if (v && !v->tombstone) {
-        out.push_back({std::string(n->key()), std::string(value_of(n, *v)), v->version});
+      if (!v) continue;
+      list.push_back({std::string(n->key()),
+                      v->tombstone ? std::string() : std::string(value_of(n, *v)), v->version});
+      deleted.push_back(v->tombstone);
+    }
+    std::vector<TEST_entry> out;
+    std::optional<typename tier_t::cursor> c;
+    if (tier_ != nullptr) {
+      c.emplace(*tier_, true);
+      if (!c->seek_to_first().ok()) c.reset();
+    }
+    std::size_t i = 0;
+    while (i < list.size() || (c && c->valid())) {
+      const int order = i == list.size() ? 1 : !(c && c->valid()) ? -1
+                                                : compare_keys(list[i].key, c->key());
+      if (order > 0) {
+        out.push_back({std::string(c->key()), std::string(c->value()), 0});
+      }
+      if (order >= 0 && !c->next().ok()) c.reset();
+      if (order <= 0) {
+        if (!deleted[i]) out.push_back(std::move(list[i]));
+        ++i;
       }
     }
     return out;
@@ -404,8 +441,21 @@ class engine final : public DB, private transaction_host {
     if (tier_->full()) {
       if (Status s = tier_->merge(); !s.ok()) return s;
     }
-    if (Status s = tier_->flush(changes); !s.ok()) return s;
-    return merge ? tier_->merge() : Status::OK();
+    Status s = tier_->flush(changes);
+    if (s.ok() && merge) s = tier_->merge();
+    moves_.fetch_add(1, std::memory_order_seq_cst);  // iterators over an empty tier look again
+    if (Status c = count_tier_live(); s.ok()) s = c;
+    return s;
+  }
+
+  // Test hook: one merge, as the merge thread makes them (Options::merge_interval): moves
+  // to the packed tier up to `limit` keys whose only version every reader reads, looking
+  // from where the last merge stopped (`lag`: versions that stay in the list, counted back
+  // from the watermark). *moved: the keys moved. REQUIRES: the calling thread is not inside
+  // an operation of this engine; a writable store of format 4.
+  Status TEST_merge(std::size_t limit, std::size_t* moved, std::uint64_t lag = 0) {
+    std::lock_guard lock(merge_mutex_);
+    return merge_round(limit, lag, moved);
   }
 
   // Test hook: a reclamation pass after every `n`th combining pass (0: only when due), so
@@ -467,6 +517,11 @@ class engine final : public DB, private transaction_host {
     std::uint32_t content_crc = 0;  // the node's checksum state before its version
     std::uint64_t version = 0;   // given by attach
     bool out_of_pool = false;    // prepare found the pool full
+    // Located: the key is new to the list and the packed tier holds a live value of it
+    // (which then counts in the list's live keys, not the tier's), as of moves() at
+    // `tier_moves`: link() asks the tier again if a merge moved keys since.
+    bool tier_live = false;
+    std::uint64_t tier_moves = 0;
     inode* pred = nullptr;       // located: the last entry before the key
     inode* after = nullptr;      // located: the first entry at or after the key
     key_index::tree_place where;  // located: where a new key goes in the tree
@@ -555,6 +610,7 @@ class engine final : public DB, private transaction_host {
       });
     }
     index_->finish_build();
+    if (Status s = count_tier_live(); !s.ok()) return s;
     visible_version_.store(found.newest_version, std::memory_order_release);
     next_version_ = found.newest_version;
     lease_ = found.newest_version;
@@ -741,6 +797,14 @@ class engine final : public DB, private transaction_host {
     if (u.entry != nullptr && !test_skip_marks_.load(std::memory_order_relaxed)) {
       index_->mark_updated(u.entry);
     }
+    u.tier_moves = moves();
+    u.tier_live = u.entry == nullptr && tier_holds_live(u.key);
+  }
+
+  // Whether the packed tier holds a live value of `key` (its newest record a value), for
+  // the count of live keys: a damaged record counts as none. REQUIRES: pinned.
+  bool tier_holds_live(std::string_view key) const {
+    return tier_ != nullptr && !tier_->empty() && tier_->get(key, nullptr, false).ok();
   }
 
   // The persistent node a new version of u.key goes before (the key's newest version, or
@@ -1105,6 +1169,13 @@ class engine final : public DB, private transaction_host {
       entry->set_tail_pnode(u.offset.value);
       index_->insert(entry, u.pred, u.where);
       add(keys_, 1);
+      // A key new to the list that the tier holds live: the list counts it from here on. A
+      // merge that moved keys since locate may have moved this one (out of an entry made
+      // and removed since): the tier is asked again.
+      if (moves_.load(std::memory_order_seq_cst) != u.tier_moves) {
+        u.tier_live = tier_holds_live(u.key);
+      }
+      if (u.tier_live) add(tier_live_keys_, std::uint64_t(-1));
       if (u.tombstone) reclaimer_.note(entry, version);
     }
     u.version = version;
@@ -1191,6 +1262,243 @@ class engine final : public DB, private transaction_host {
     add(keys_, -r.keys);
     return r.versions;
   }
+
+  // ---- merges: keys that stopped changing move to the packed tier ------------------------
+
+  // A key a merge chose: its entry, its only version, and what the tier gets of it.
+  struct merge_pick {
+    inode* entry;
+    std::uint64_t version;
+    std::string key, value;
+    bool erasure;
+  };
+
+  // One merge (docs/engine-design.md, "The engine over the packed tier", Order of a merge):
+  //  (a) the watermark W = min(settled mark, oldest registered reader, durable bound) less
+  //      `lag`, read under the combiner lock; then, pinned and without the lock, up to
+  //      `limit` keys whose only version u is at or below W, copied (a damaged node is left
+  //      to the list's readers, which report it), from where the last merge stopped; then,
+  //      under the lock, each one still so is claimed: a reference in its `queued` count,
+  //      so that reclamation removes none of them (a delete arriving meanwhile stays until
+  //      the next merge moves it as an erasure record);
+  //  (b) their values, and their deletes as erasure records, written to the tier as one
+  //      small run, durable and published (the small runs merged into the large run first
+  //      if every slot is taken): each key is now in both tiers, and the list wins;
+  //  (c) under the lock: moves_ raised (iterators find their place again by key), then each
+  //      claimed key whose only version is still u leaves the index and the list (one link
+  //      each, reclaimer::move_out), one fence; outside it, once every reader pinned before
+  //      has unpinned (two epochs), the moved nodes get the uncommitted marker (for repair's
+  //      scan), one fence, and are freed.
+  // A crash before (c)'s fence leaves keys in both tiers (the list wins; the next merge
+  // moves them again); after it, in the tier alone. u is at or below the durable bound, so
+  // no crash takes it from the list while the tier keeps it. *moved: the keys moved.
+  // REQUIRES: merge_mutex_; the calling thread is not pinned.
+  Status merge_round(std::size_t limit, std::uint64_t lag, std::size_t* moved) {
+    *moved = 0;
+    if (read_only_ || tier_ == nullptr || limit == 0) return Status::OK();
+    try {
+      std::vector<merge_pick> picks = choose_for_merge(limit, lag);
+      if (picks.empty()) return Status::OK();
+      std::vector<typename tier_t::change> changes;
+      changes.reserve(picks.size());
+      for (const merge_pick& p : picks) {
+        changes.push_back({p.key, p.value, p.erasure, tier_t::run::erase_as::record});
+      }
+      Status s = tier_->full() ? tier_->merge() : Status::OK();
+      if (s.ok()) s = tier_->flush(changes);
+      if (!s.ok()) {
+        combiner_.locked([&] {
+          for (merge_pick& p : picks) --p.entry->queued();
+        });
+        return s.IsNoSpace() ? Status::NoSpace(storage_->path() + ": " + s.message())
+                             : with_path(s);
+      }
+      std::vector<node_offset> freed;
+      freed.reserve(picks.size());
+      combiner_.locked([&] { unlink_merged(picks, &freed); });
+      free_after_readers(freed);
+      *moved = freed.size();
+      return Status::OK();
+    } catch (const std::bad_alloc&) {
+      return Status::NoSpace("out of DRAM for a merge");
+    }
+  }
+
+  // A merge's (a): the keys, chosen and claimed. Throws std::bad_alloc (nothing claimed).
+  std::vector<merge_pick> choose_for_merge(std::size_t limit, std::uint64_t lag) {
+    std::uint64_t w = 0;
+    bool have_w = false;
+    std::vector<std::uint64_t> readers;
+    combiner_.locked([&] {
+      const std::optional<std::uint64_t> m = reclaimer_.settled(next_version_);
+      if (!m) return;
+      // A reclamation pass first, as a combining pass would make: once writes stop, no pass
+      // comes, and a key keeping older versions nobody reads would never move.
+      if (reclaimer_.queued() != 0 || reclaimer_.parked() != 0) {
+        (void)reclaim(*m, reclaimer_t::kBudget, false);
+      }
+      w = std::min(*m, M::explicit_flushes ? durable_through_ : next_version_);
+      have_w = true;
+    });
+    if (!have_w) return {};
+    readers = registry_.versions();  // after the mark settled, as a reclamation pass reads it
+    if (!readers.empty()) w = std::min(w, readers.front());
+    w -= std::min(w, lag);
+    std::vector<merge_pick> picks;
+    {
+      auto pinned = pin();
+      inode* n = merge_from_.empty() ? index_->head()->load_next() : index_->seek(merge_from_);
+      for (std::size_t looked = 0; n != nullptr && picks.size() < limit &&
+                                   looked < kMergeLookFactor * limit;
+           n = n->load_next(), ++looked) {
+        vrec* chain = nullptr;
+        const version_ref v = n->newest(&chain);
+        if (v.version > w || chain != nullptr || n->removed.load(std::memory_order_acquire)) {
+          continue;
+        }
+        // Read without the lock: a node freed meanwhile (the key deleted and removed) reads
+        // as anything, and the claim below drops the key, whose entry is then removed.
+        if (!v.tombstone && !node_matches(n->key_size, v, true)) continue;
+        picks.push_back({n, v.version, std::string(n->key()),
+                         v.tombstone ? std::string() : std::string(value_of(n, v)), v.tombstone});
+      }
+      merge_from_.assign(n == nullptr ? std::string_view() : n->key());
+    }
+    if (picks.empty()) return picks;
+    combiner_.locked([&] {
+      std::erase_if(picks, [](merge_pick& p) {
+        inode* e = p.entry;
+        if (e->removed.load(std::memory_order_relaxed) ||
+            e->unlocked_newest().version != p.version ||
+            e->older().load(std::memory_order_relaxed) != nullptr || e->queued() != 0) {
+          return true;
+        }
+        ++e->queued();
+        return false;
+      });
+    });
+    return picks;
+  }
+
+  // A merge's (c) under the lock: the claimed keys still at their chosen version leave the
+  // index and the list, their nodes in *freed. REQUIRES: the combiner lock; freed has room
+  // for every pick.
+  void unlink_merged(std::vector<merge_pick>& picks, std::vector<node_offset>* freed) {
+    // The unlinks go through the list as it is durable (as reclamation's: reclaim()).
+    if (weak_window_open()) end_weak_window();
+    moves_.fetch_add(1, std::memory_order_seq_cst);  // before any entry leaves
+    std::uint64_t live = 0;
+    for (merge_pick& p : picks) {
+      inode* e = p.entry;
+      --e->queued();
+      const version_ref v = e->unlocked_newest();
+      if (v.version != p.version || e->older().load(std::memory_order_relaxed) != nullptr ||
+          e->queued() != 0) {
+        continue;  // written since: the list keeps the key, over the tier's older value
+      }
+      freed->push_back(reclaimer_.move_out(*index_, e));
+      if (!v.tombstone) ++live;
+    }
+    if (freed->empty()) return;
+    io::before_free();  // the unlinks durable before any node is marked or freed
+    add(merges_, 1);
+    add(merged_keys_, freed->size());
+    add(keys_, -freed->size());
+    add(versions_, -freed->size());
+    add(live_keys_, -live);
+    add(tier_live_keys_, live);
+  }
+
+  // Frees the nodes a merge unlinked, once no reader can read them: every reader pinned
+  // when they left the index has unpinned after the epoch advanced twice (reclamation.hpp,
+  // the settled mark's argument). Each gets the uncommitted marker first, fenced, so that
+  // repair's scan of the heap does not take a freed node for a version. REQUIRES: not
+  // pinned; their unlinks durable.
+  void free_after_readers(const std::vector<node_offset>& freed) {
+    if (freed.empty()) return;
+    auto& epochs = storage_->epochs();
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the unlinks come first
+    const std::uint64_t stamp = epochs.epoch();
+    while (true) {
+      epochs.collect();
+      if (epochs.epoch() >= stamp + 2) break;
+      std::this_thread::yield();
+    }
+    for (const node_offset off : freed) recovery_t::mark_uncommitted(*storage_, off);
+    io::before_free();
+    for (const node_offset off : freed) storage_->free(off);
+    io::complete();
+  }
+
+  // Counts the keys live in the packed tier alone (the newest record a value, no entry in
+  // the list): Stats::live_keys adds them to the list's live keys. Walks the tier, asking
+  // the index of each key. REQUIRES: no writer (recovery; TEST_tier_write).
+  Status count_tier_live() {
+    std::uint64_t n = 0;
+    if (tier_ != nullptr && !tier_->empty()) {
+      auto pinned = pin();
+      typename tier_t::cursor c(*tier_, false);
+      Status s = c.seek_to_first();
+      for (; s.ok() && c.valid(); s = c.next()) {
+        if (index_->find(c.key()) == nullptr) ++n;
+      }
+      if (!s.ok()) return with_path(s);
+    }
+    tier_live_keys_.store(n, std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  // The merge thread (Options::merge_interval): at each interval, merges of kMergeKeys
+  // keys while they find a full batch (at most kMergeRounds in a row, so that the close
+  // never waits long), keeping the kMergeLag newest versions in the list while writes go
+  // on (keys written again soon stay where an update costs least), none once they pause;
+  // then, with writes paused, the tier's small runs merged into its large run.
+  void start_merger(std::chrono::milliseconds interval) {
+    merger_ = std::thread([this, interval] {
+      std::unique_lock lock(merger_mutex_);
+      std::uint64_t seen = UINT64_MAX;
+      while (!merger_cv_.wait_for(lock, interval, [this] { return stop_merger_; })) {
+        lock.unlock();
+        const std::uint64_t now = visible_version_.load(std::memory_order_acquire);
+        const std::uint64_t lag = now == seen ? 0 : kMergeLag;
+        seen = now;
+        {
+          std::lock_guard merging(merge_mutex_);
+          for (int round = 0; round < kMergeRounds; ++round) {
+            std::size_t moved = 0;
+            if (Status s = merge_round(kMergeKeys, lag, &moved); !s.ok()) {
+              merge_errors_.fetch_add(1, std::memory_order_relaxed);
+              break;
+            }
+            if (moved < kMergeKeys / 2 && merge_from_.empty()) break;
+            if (stop_requested()) break;
+          }
+          // Writes paused: the small runs go into the large run, so that reads meet one run.
+          if (lag == 0 && tier_->small_runs() != 0 && !stop_requested()) {
+            if (Status s = tier_->merge(); !s.ok()) {
+              merge_errors_.fetch_add(1, std::memory_order_relaxed);
+            }
+          }
+        }
+        lock.lock();
+      }
+    });
+  }
+  bool stop_requested() {
+    std::lock_guard lock(merger_mutex_);
+    return stop_merger_;
+  }
+  void stop_merger() {
+    if (!merger_.joinable()) return;
+    {
+      std::lock_guard lock(merger_mutex_);
+      stop_merger_ = true;
+    }
+    merger_cv_.notify_all();
+    merger_.join();
+  }
+
+  std::uint64_t moves() const { return moves_.load(std::memory_order_seq_cst); }
 
   // ---- reads -----------------------------------------------------------------------------
 
@@ -1370,6 +1678,13 @@ class engine final : public DB, private transaction_host {
   static constexpr std::size_t kPrefetchNodeBytes = 256;  // prefetch_node: the lines it asks
   static constexpr int kReclaimRounds = 8;       // reclaim_now: enough for a mark to settle
   static constexpr int kFullPoolRounds = 8;      // a write that finds the pool full
+  // Merges (merge_round): keys a merge moves at most (a small run of the tier), entries it
+  // looks at per key it may move, versions it leaves in the list while writes go on, and
+  // merges the thread makes in a row.
+  static constexpr std::size_t kMergeKeys = 4096;
+  static constexpr std::size_t kMergeLookFactor = 8;
+  static constexpr std::uint64_t kMergeLag = 16384;
+  static constexpr int kMergeRounds = 64;
 
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<key_index> index_;
@@ -1410,6 +1725,19 @@ class engine final : public DB, private transaction_host {
   std::mutex persister_mutex_;
   std::condition_variable persister_cv_;
   bool stop_persister_ = false;  // under persister_mutex_
+  std::thread merger_;  // Options::merge_interval
+  std::mutex merger_mutex_;
+  std::condition_variable merger_cv_;
+  bool stop_merger_ = false;  // under merger_mutex_
+  std::mutex merge_mutex_;    // one merge at a time (the tier has one writer)
+  std::string merge_from_;    // where the next merge looks first ("": the first key); merge_mutex_
+  // Raised by every merge before it removes an entry (iterator.hpp, invariant (3)); on a line
+  // of its own, as every iterator's move reads it twice.
+  alignas(64) std::atomic<std::uint64_t> moves_{0};
+  // Keys live in the packed tier alone (Stats::live_keys): the combiner's, or recovery's.
+  alignas(64) std::atomic<std::uint64_t> tier_live_keys_{0};
+  std::atomic<std::uint64_t> merges_{0}, merged_keys_{0};  // the combiner's
+  std::atomic<std::uint64_t> merge_errors_{0};             // the merge thread's
   alignas(64) reclaimer_t reclaimer_;
   mutable snapshot_registry registry_;
   std::atomic<unsigned> test_reclaim_every_{0};

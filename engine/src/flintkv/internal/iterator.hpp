@@ -7,20 +7,24 @@
 // and the tier's cursor. On a tie the list answers; a key whose list versions are all newer
 // than the iterator's is not on the list's side, so the tier answers it. Forward moves step
 // the side that answered (both on a tie); backward moves seek both sides again below the
-// key. Keys and values the tier answers are copied, as a tier cursor's may go with its
-// next move or a writer beside it. The list's side never rests between calls on the entry
-// of a delete (reclamation may remove it): it keeps the key instead, and finds its place
-// again when it moves. With an empty tier the iterator is the list's alone, as before.
+// key. Keys and values are copied when either side answers: a tier cursor's may go with
+// its next move or a writer beside it, and a merge may move the list's key to the tier and
+// free its entry and node. The list's side never rests between calls on the entry of a
+// delete (reclamation may remove it): it keeps the key instead, and finds its place again
+// when it moves. With an empty tier the iterator is the list's alone, as before.
 //
 // Thread safety: one iterator is used by one thread at a time; any number of iterators and
 // writers run at once.
 // Invariants:
 //  (1) The iterator's version is registered (snapshot_registry) from construction to
-//      destruction, so the watermark never passes it: the version it stands on, and its
-//      index entry, are never dropped (a key is removed only when its newest version is a
-//      delete at or below the watermark, and the iterator stands only on live keys).
+//      destruction, so the watermark never passes it: reclamation never drops the version
+//      it stands on, nor removes its entry (a key is removed only when its newest version is
+//      a delete at or below the watermark, and the iterator stands only on live keys).
 //  (2) Each move runs pinned in the epoch domain: entries it passes may be removed
 //      meanwhile, and are freed only after it unpins.
+//  (3) Merges do remove entries the iterator stands on (they move keys to the tier): each
+//      raises the engine's moves() first, and a move that finds moves() changed since the
+//      last one finds its place again by key, reading nothing it kept from before (moving).
 // Persistence: reads only.
 #pragma once
 
@@ -37,6 +41,7 @@
 namespace flintkv::internal {
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
+// moves() -> std::uint64_t, tier() -> const tier_t* (null: none),
 // value_after(const version_ref&, std::size_t key_size), verify(const inode*, const
 // version_ref&) -> Status,
 // prefetch_node(const inode*, const version_ref&), prefetch_node_start(std::uint64_t pnode),
@@ -59,6 +64,105 @@ class engine_iterator final : public Iterator {
 
   void SeekToFirst() override {
     auto pinned = engine_->pin();
+    moving([&](bool) { seek_to_first(); });
+  }
+
+  void SeekToLast() override {
+    auto pinned = engine_->pin();
+    moving([&](bool) { seek_to_last(); });
+  }
+
+  void Seek(std::string_view target) override {
+    auto pinned = engine_->pin();
+    if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
+    from_.assign(target);  // target may be this iterator's key(), which the move changes
+    moving([&](bool) { seek(from_); });
+  }
+
+  void SeekForPrev(std::string_view target) override {
+    auto pinned = engine_->pin();
+    from_.assign(target);
+    moving([&](bool) { seek_for_prev(from_); });
+  }
+
+  // REQUIRES (Next, Prev): Valid().
+  void Next() override {
+    auto pinned = engine_->pin();
+    from_.assign(key());
+    moving([&](bool stale) {
+      if (stale) {
+        enter_tier();
+        seek_forward(from_, true);
+        return;
+      }
+      if (!tiered_) {
+        step_list_forward();
+        return;
+      }
+      if (backward_) {
+        seek_forward(from_, true);
+        return;
+      }
+      if (answer_ == side::tier) {
+        if (Status s = tier_->next(); !s.ok()) return fail(s);
+      } else {
+        step_list_forward();
+      }
+      merge_forward();
+    });
+  }
+
+  void Prev() override {
+    auto pinned = engine_->pin();
+    from_.assign(key());
+    moving([&](bool stale) {
+      if (stale || tiered_) {
+        enter_tier();
+        seek_backward(from_, false);
+        return;
+      }
+      settle_backward_from(current_);
+    });
+  }
+
+  std::string_view key() const override {
+    return tiered_ && answer_ == side::tier ? tier_key_ : key_;
+  }
+  std::string_view value() const override {
+    return tiered_ && answer_ == side::tier ? tier_value_ : value_;
+  }
+  // Corruption once the iterator met a damaged node (it is then not Valid), until the next
+  // seek; OK otherwise.
+  Status status() const override { return status_; }
+
+ private:
+  const key_index& index() const { return engine_->index(); }
+
+  // ---- moves -----------------------------------------------------------------------------
+
+  // Runs a move, `move(stale)`, again until no merge moved keys out of the list while it
+  // ran (the engine's moves() unchanged from before it to after it). `stale`: a merge moved
+  // keys since the iterator's last move (or during the attempt before), so the entries the
+  // iterator stands on and its read-ahead may be gone; a move that goes on from its place
+  // then finds it again by key (from_). A move that overlapped a merge may have read the
+  // tier before the merge published its keys and the list after it removed them, and
+  // missed them: the attempt after it meets none, as merges are milliseconds apart (so this
+  // is lock-free, not wait-free, as the tier cursor's positioning is). REQUIRES: pinned.
+  // A merge raises moves() before it removes any entry, and retires what it removes
+  // through the epoch domain: an attempt that read moves() unchanged after pinning stands
+  // only on entries that stay allocated until it unpins.
+  template <class Move>
+  void moving(Move&& move) {
+    for (bool again = false;; again = true) {
+      const std::uint64_t moves = engine_->moves();
+      const bool stale = again || moves != moves_;
+      moves_ = moves;
+      move(stale);
+      if (engine_->moves() == moves) return;
+    }
+  }
+
+  void seek_to_first() {
     status_ = Status::OK();
     if (use_tier()) {
       if (lower_) {
@@ -79,8 +183,7 @@ class engine_iterator final : public Iterator {
     settle_forward(index().head()->load_next());
   }
 
-  void SeekToLast() override {
-    auto pinned = engine_->pin();
+  void seek_to_last() {
     status_ = Status::OK();
     if (use_tier()) {
       if (upper_) {
@@ -112,10 +215,8 @@ class engine_iterator final : public Iterator {
     if (!accept_backward(last)) settle_backward_below(last->key());
   }
 
-  void Seek(std::string_view target) override {
-    auto pinned = engine_->pin();
+  void seek(std::string_view target) {
     status_ = Status::OK();
-    if (lower_ && compare_keys(target, *lower_) < 0) target = *lower_;
     if (use_tier()) {
       seek_forward(target, false);
       return;
@@ -127,8 +228,7 @@ class engine_iterator final : public Iterator {
     settle_forward(n, true);
   }
 
-  void SeekForPrev(std::string_view target) override {
-    auto pinned = engine_->pin();
+  void seek_for_prev(std::string_view target) {
     status_ = Status::OK();
     if (use_tier()) {
       if (upper_ && compare_keys(target, *upper_) >= 0) {
@@ -146,57 +246,6 @@ class engine_iterator final : public Iterator {
     if (n != nullptr && accept_backward(n)) return;
     settle_backward_below(target);
   }
-
-  void Next() override {
-    auto pinned = engine_->pin();
-    if (tiered_) {
-      if (backward_) {
-        resume_.assign(key());
-        seek_forward(resume_, true);
-        return;
-      }
-      if (answer_ == side::tier) {
-        if (Status s = tier_->next(); !s.ok()) return fail(s);
-      } else {
-        step_list_forward();
-      }
-      merge_forward();
-      return;
-    }
-    if (!tier_empty()) {
-      // The tier took records since the iterator last sought: from here on, both sides.
-      enter_tier();
-      resume_.assign(key_);
-      seek_forward(resume_, true);
-      return;
-    }
-    step_list_forward();
-  }
-
-  void Prev() override {
-    auto pinned = engine_->pin();
-    if (tiered_ || !tier_empty()) {
-      resume_.assign(key());
-      enter_tier();
-      seek_backward(resume_, false);
-      return;
-    }
-    settle_backward_from(current_);
-  }
-
-  std::string_view key() const override {
-    return tiered_ && answer_ == side::tier ? std::string_view(tier_key_) : key_;
-  }
-  std::string_view value() const override {
-    if (tiered_ && answer_ == side::tier) return tier_value_;
-    return engine_->value_after(version_ref_, key_.size());
-  }
-  // Corruption once the iterator met a damaged node (it is then not Valid), until the next
-  // seek; OK otherwise.
-  Status status() const override { return status_; }
-
- private:
-  const key_index& index() const { return engine_->index(); }
 
   // ---- the packed tier's side ------------------------------------------------------------
 
@@ -428,8 +477,8 @@ class engine_iterator final : public Iterator {
       }
     }
     current_ = n;
-    key_ = n->key();
-    version_ref_ = v;
+    key_.assign(n->key());
+    value_.assign(v.tombstone ? std::string_view() : engine_->value_after(v, key_.size()));
     list_deleted_ = v.tombstone;
     prefetch_ahead(n, from_tree);
   }
@@ -455,8 +504,8 @@ class engine_iterator final : public Iterator {
       return true;
     }
     current_ = a.entry;
-    key_ = key;
-    version_ref_ = v;
+    key_.assign(key);
+    value_.assign(engine_->value_after(v, key.size()));
     list_deleted_ = false;
     ++ahead_at_;
     return true;
@@ -556,9 +605,12 @@ class engine_iterator final : public Iterator {
   const bool verify_;
   std::optional<std::string> lower_, upper_;
   inode* current_ = nullptr;
-  std::string_view key_;  // current_'s key: from its entry, or from its node
-  version_ref version_ref_;
+  // current_'s key and value, copied: a merge may move the key to the tier and free its
+  // entry and node while the iterator rests on them, unpinned.
+  std::string key_, value_;
   Status status_;
+  std::uint64_t moves_ = 0;  // the engine's moves() at the iterator's last move
+  std::string from_;         // the key a move starts from (or seeks)
 
   // The tier's side (above). tiered_: the last positioning move found records in the tier.
   bool tiered_ = false;

@@ -302,6 +302,20 @@ class reclaimer {
     return done;
   }
 
+  // A merge's removal of a key the packed tier now holds (docs/engine-design.md, "The engine
+  // over the packed tier", Order of a merge (c)): `entry`, whose only version is its newest,
+  // leaves the index, and its predecessor's oldest node skips its node (one link, written
+  // back, not fenced). The entry is retired through the epoch domain; the node is returned:
+  // readers pinned now may still read it, so the caller frees it only after a fence and
+  // once they are gone. REQUIRES: the combiner lock; entry->queued() == 0; no older version.
+  node_offset move_out(key_index& index, inode* entry) {
+    const node_offset moved{entry->unlocked_newest().pnode};
+    inode* pred = index.remove(entry);
+    link(node_offset{pred->tail_pnode()}, successor(moved));  // (1)
+    storage_.retire_dram(entry, entry->size());
+    return moved;
+  }
+
   // Keys that keep versions only for registered readers.
   std::size_t parked() const { return parked_.size(); }
 
