@@ -1,9 +1,11 @@
 // FlintKV through its public API: a pool file in the store's directory, default options
-// (every write durable on return: the engine's flushes and fences, as on persistent memory).
+// (every write durable on return: the engine's flushes and fences, as on persistent memory)
+// but for merges into the packed tier every kMergeInterval (Options::merge_interval).
 // With store_config::sync false, every put has WriteOptions::sync = false and persist() is
 // DB::Persist() (Options::persist_interval stays off: only the driver's calls persist).
 // A transfer is a Transaction begun with the puts' WriteOptions (default TransactionOptions:
 // checksums verified on reads, as plain gets do); Busy from Commit is an abort.
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -15,6 +17,8 @@
 namespace flintkv::peers {
 
 namespace {
+
+constexpr std::chrono::milliseconds kMergeInterval{10};
 
 class flintkv_session final : public session {
  public:
@@ -76,7 +80,8 @@ class flintkv_store final : public store {
     Stats stats = db_->GetStats();
     return "FlintKV " + stats.configuration + "; pool " + std::to_string(pool_size_ >> 20) +
            " MiB (bytes = pool bytes in use); no write buffer, block cache, bloom filter or "
-           "compression (a DRAM index over the persistent list); " +
+           "compression (a DRAM index over the persistent list); merges into the packed tier "
+           "every " + std::to_string(kMergeInterval.count()) + " ms (Options::merge_interval); " +
            (sync_ ? std::string("every put durable on return (default options)")
                   : "every put with WriteOptions::sync = false (visible on return), made "
                     "durable by DB::Persist() " + persist_cadence(persist_every_, transfers_) +
@@ -114,6 +119,7 @@ Status open_flintkv(const store_config& config, std::unique_ptr<store>* out) {
   options.create_if_missing = true;
   options.error_if_exists = true;
   options.pool_size = tools::default_pool_size(sizing);
+  options.merge_interval = kMergeInterval;
   std::unique_ptr<DB> db;
   Status s = DB::Open(options, config.dir + "/flintkv.pool", &db);
   if (!s.ok()) return s;
