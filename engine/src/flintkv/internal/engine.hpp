@@ -1545,6 +1545,20 @@ class engine final : public DB, private transaction_host {
     if (s.IsNotFound()) return Status::NotFound(key.substr(0, 64));
     return with_path(s);
   }
+  // The value of `key` at version vv, read again (an iterator's value() after a merge moved
+  // keys): the list's newest version at or below vv, else the tier's. REQUIRES: pinned; the
+  // key has a value at vv (the iterator stands on it, and vv is registered).
+  Status value_at(std::string_view key, std::uint64_t vv, bool verify, std::string* value) const {
+    const inode* n = index_->find(key);
+    const std::optional<version_ref> v = n != nullptr ? n->visible_at(vv) : std::nullopt;
+    if (!v) return get_from_tier(key, value, verify);
+    if (v->tombstone) return Status::NotFound(key.substr(0, 64));
+    if (verify) {
+      if (Status s = this->verify(n, *v); !s.ok()) return s;
+    }
+    value->assign(value_of(n, *v));
+    return Status::OK();
+  }
   // A packed run's error (whose messages name offsets, not the pool), naming the pool.
   Status with_path(const Status& s) const {
     const std::string message = storage_->path() + ": " + s.message();

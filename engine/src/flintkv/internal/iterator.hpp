@@ -28,6 +28,7 @@
 // Persistence: reads only.
 #pragma once
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,8 +41,38 @@
 
 namespace flintkv::internal {
 
+// A key the iterator holds a copy of: inline up to kInline bytes, so that a scan of short
+// keys allocates nothing (each seekrandom op makes an iterator, and a key of 16 bytes is past
+// std::string's inline room); on the heap past that.
+class held_key {
+ public:
+  void assign(std::string_view s) {
+    if (s.size() <= kInline) {
+      std::memcpy(inline_, s.data(), s.size());
+      size_ = s.size();
+      on_heap_ = false;
+    } else {
+      heap_.assign(s);
+      on_heap_ = true;
+    }
+  }
+  std::string_view view() const {
+    return on_heap_ ? std::string_view(heap_) : std::string_view(inline_, size_);
+  }
+  operator std::string_view() const { return view(); }
+  std::size_t size() const { return view().size(); }
+
+ private:
+  static constexpr std::size_t kInline = 48;
+  char inline_[kInline];
+  std::size_t size_ = 0;
+  bool on_heap_ = false;
+  std::string heap_;
+};
+
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
-// moves() -> std::uint64_t, tier() -> const tier_t* (null: none),
+// moves() -> std::uint64_t, tier() -> const tier_t* (null: none), value_at(key, version,
+// verify, std::string*) -> Status,
 // value_after(const version_ref&, std::size_t key_size), verify(const inode*, const
 // version_ref&) -> Status,
 // prefetch_node(const inode*, const version_ref&), prefetch_node_start(std::uint64_t pnode),
@@ -88,13 +119,18 @@ class engine_iterator final : public Iterator {
   // REQUIRES (Next, Prev): Valid().
   void Next() override {
     auto pinned = engine_->pin();
-    from_.assign(key());
+    bool kept = tiered_;  // from_ holds the key the move leaves
+    if (kept) from_.assign(key());
+    const inode* left = current_;
+    int attempt = 0;  // attempts that moved the list's side
     moving([&](bool stale) {
       if (stale) {
+        keep_key_left(attempt, left, &kept);
         enter_tier();
         seek_forward(from_, true);
         return;
       }
+      ++attempt;
       if (!tiered_) {
         step_list_forward();
         return;
@@ -114,22 +150,35 @@ class engine_iterator final : public Iterator {
 
   void Prev() override {
     auto pinned = engine_->pin();
-    from_.assign(key());
+    bool kept = tiered_;  // from_ holds the key the move leaves
+    if (kept) from_.assign(key());
+    const inode* left = current_;
+    int attempt = 0;  // attempts that moved the list's side
     moving([&](bool stale) {
       if (stale || tiered_) {
+        keep_key_left(attempt, left, &kept);
         enter_tier();
         seek_backward(from_, false);
         return;
       }
+      ++attempt;
       settle_backward_from(current_);
     });
   }
 
   std::string_view key() const override {
-    return tiered_ && answer_ == side::tier ? tier_key_ : key_;
+    return tiered_ && answer_ == side::tier ? std::string_view(tier_key_) : key_.view();
   }
+  // The list's value is copied at the first call after a move (a scan that reads only keys
+  // copies none): from its node while no merge moved keys since the move (the node is then
+  // allocated while this call is pinned: moving), else read again at the iterator's
+  // version, from the list or the tier (a merge may have moved the key and freed its node;
+  // the tier then holds the same value). If that read fails, value() is empty and status()
+  // says why.
   std::string_view value() const override {
-    return tiered_ && answer_ == side::tier ? tier_value_ : value_;
+    if (tiered_ && answer_ == side::tier) return tier_value_;
+    if (!value_copied_) copy_value();
+    return value_;
   }
   // Corruption once the iterator met a damaged node (it is then not Valid), until the next
   // seek; OK otherwise.
@@ -137,6 +186,30 @@ class engine_iterator final : public Iterator {
 
  private:
   const key_index& index() const { return engine_->index(); }
+
+  // value() of a key the list answered, copied.
+  void copy_value() const {
+    auto pinned = engine_->pin();
+    value_copied_ = true;
+    if (engine_->moves() == moves_) {
+      value_.assign(engine_->value_after(version_ref_, key_.size()));
+      return;
+    }
+    if (Status s = engine_->value_at(key_, registration_.version, verify_, &value_); !s.ok()) {
+      value_.clear();
+      status_ = std::move(s);
+    }
+  }
+
+  // Next and Prev with the list alone: the key the move leaves, in from_, once the move
+  // needs it (a merge moved keys). Before any attempt moved the list's side, key_ still
+  // holds it; after one, the entry the iterator left does, allocated while the move is
+  // pinned (that attempt found moves() unchanged since the last move: moving).
+  void keep_key_left(int attempts, const inode* left, bool* kept) {
+    if (*kept) return;
+    from_.assign(attempts == 0 ? std::string_view(key_) : left->key());
+    *kept = true;
+  }
 
   // ---- moves -----------------------------------------------------------------------------
 
@@ -275,7 +348,7 @@ class engine_iterator final : public Iterator {
     list_pending_ = false;
     whole_ = false;
     settle_forward(index().seek(key));
-    if (past && current_ != nullptr && key_ == key) step_list_forward();
+    if (past && current_ != nullptr && key_.view() == key) step_list_forward();
     if (!status_.ok()) return stop();
     if (Status s = tier_->seek(key); !s.ok()) return fail(s);
     if (past && tier_->valid() && tier_->key() == key) {
@@ -478,7 +551,8 @@ class engine_iterator final : public Iterator {
     }
     current_ = n;
     key_.assign(n->key());
-    value_.assign(v.tombstone ? std::string_view() : engine_->value_after(v, key_.size()));
+    version_ref_ = v;
+    value_copied_ = false;
     list_deleted_ = v.tombstone;
     prefetch_ahead(n, from_tree);
   }
@@ -505,7 +579,8 @@ class engine_iterator final : public Iterator {
     }
     current_ = a.entry;
     key_.assign(key);
-    value_.assign(engine_->value_after(v, key.size()));
+    version_ref_ = v;
+    value_copied_ = false;
     list_deleted_ = false;
     ++ahead_at_;
     return true;
@@ -605,12 +680,16 @@ class engine_iterator final : public Iterator {
   const bool verify_;
   std::optional<std::string> lower_, upper_;
   inode* current_ = nullptr;
-  // current_'s key and value, copied: a merge may move the key to the tier and free its
-  // entry and node while the iterator rests on them, unpinned.
-  std::string key_, value_;
-  Status status_;
+  // current_'s key, copied (a merge may move the key to the tier and free its entry and
+  // node while the iterator rests on them, unpinned); its version, and its value once
+  // value() asked for it.
+  held_key key_;
+  version_ref version_ref_;
+  mutable std::string value_;
+  mutable bool value_copied_ = false;
+  mutable Status status_;
   std::uint64_t moves_ = 0;  // the engine's moves() at the iterator's last move
-  std::string from_;         // the key a move starts from (or seeks)
+  held_key from_;            // the key a move starts from (or seeks)
 
   // The tier's side (above). tiered_: the last positioning move found records in the tier.
   bool tiered_ = false;
