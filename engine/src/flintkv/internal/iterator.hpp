@@ -7,9 +7,10 @@
 // and the tier's cursor. On a tie the list answers; a key whose list versions are all newer
 // than the iterator's is not on the list's side, so the tier answers it. Forward moves step
 // the side that answered (both on a tie); backward moves seek both sides again below the
-// key. Keys and values are copied when either side answers: a tier cursor's may go with
-// its next move or a writer beside it, and a merge may move the list's key to the tier and
-// free its entry and node. The list's side never rests between calls on the entry of a
+// key. Keys are copied when either side answers, the tier's values too, and the list's
+// value at the first value() after a move: a tier cursor's may go with its next move or a
+// writer beside it, and a merge may move the list's key to the tier and free its entry and
+// node. The list's side never rests between calls on the entry of a
 // delete (reclamation may remove it): it keeps the key instead, and finds its place again
 // when it moves. With an empty tier the iterator is the list's alone, as before.
 //
