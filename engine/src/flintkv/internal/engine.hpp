@@ -364,6 +364,18 @@ class engine final : public DB, private transaction_host {
   // Test hook: a writer waits in a slot for a pass.
   bool TEST_advertised() const { return combiner_.advertised(); }
 
+  // Test hook: frees the index entries the calling thread retired (a merge's, inside
+  // TEST_in_merge_unlinks), once no reader is pinned. REQUIRES: the caller is not pinned.
+  void TEST_free_retired() { await_readers(); }
+
+  // Test hook: `f(n)` runs on the merging thread, under the combiner lock, while each merge
+  // removes its keys from the list: after moves() turned odd and n keys were handled (each
+  // left, or was kept as written since), for n from 0 to the merge's count. A test reads the
+  // store there (an iterator, not a write: the lock is held). REQUIRES: no merge running.
+  void TEST_in_merge_unlinks(std::function<void(std::size_t)> f) {
+    test_in_unlinks_ = std::move(f);
+  }
+
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
 
@@ -443,7 +455,7 @@ class engine final : public DB, private transaction_host {
     }
     Status s = tier_->flush(changes);
     if (s.ok() && merge) s = tier_->merge();
-    moves_.fetch_add(1, std::memory_order_seq_cst);  // iterators over an empty tier look again
+    moves_.fetch_add(2, std::memory_order_seq_cst);  // iterators over an empty tier look again
     if (Status c = count_tier_live(); s.ok()) s = c;
     return s;
   }
@@ -1284,11 +1296,12 @@ class engine final : public DB, private transaction_host {
   //  (b) their values, and their deletes as erasure records, written to the tier as one
   //      small run, durable and published (the small runs merged into the large run first
   //      if every slot is taken): each key is now in both tiers, and the list wins;
-  //  (c) under the lock: moves_ raised (iterators find their place again by key), then each
-  //      claimed key whose only version is still u leaves the index and the list (one link
-  //      each, reclaimer::move_out), one fence; outside it, once every reader pinned before
-  //      has unpinned (two epochs), the moved nodes get the uncommitted marker (for repair's
-  //      scan), one fence, and are freed.
+  //  (c) under the lock: moves_ raised to an odd value (iterators find their place again
+  //      by key), then each claimed key whose only version is still u leaves the index and
+  //      the list (one link each, reclaimer::move_out), moves_ raised to an even value, one
+  //      fence; outside it, once every reader pinned before has unpinned (two epochs),
+  //      the moved nodes get the uncommitted marker (for repair's scan), one fence, and
+  //      are freed.
   // A crash before (c)'s fence leaves keys in both tiers (the list wins; the next merge
   // moves them again); after it, in the tier alone. u is at or below the durable bound, so
   // no crash takes it from the list while the tier keeps it. *moved: the keys moved.
@@ -1386,19 +1399,22 @@ class engine final : public DB, private transaction_host {
   void unlink_merged(std::vector<merge_pick>& picks, std::vector<node_offset>* freed) {
     // The unlinks go through the list as it is durable (as reclamation's: reclaim()).
     if (weak_window_open()) end_weak_window();
-    moves_.fetch_add(1, std::memory_order_seq_cst);  // before any entry leaves
+    moves_.fetch_add(1, std::memory_order_seq_cst);  // odd: entries are leaving
     std::uint64_t live = 0;
-    for (merge_pick& p : picks) {
-      inode* e = p.entry;
+    for (std::size_t i = 0; i < picks.size(); ++i) {
+      if (test_in_unlinks_) test_in_unlinks_(i);
+      inode* e = picks[i].entry;
       --e->queued();
       const version_ref v = e->unlocked_newest();
-      if (v.version != p.version || e->older().load(std::memory_order_relaxed) != nullptr ||
-          e->queued() != 0) {
+      if (v.version != picks[i].version ||
+          e->older().load(std::memory_order_relaxed) != nullptr || e->queued() != 0) {
         continue;  // written since: the list keeps the key, over the tier's older value
       }
       freed->push_back(reclaimer_.move_out(*index_, e));
       if (!v.tombstone) ++live;
     }
+    if (test_in_unlinks_) test_in_unlinks_(picks.size());
+    moves_.fetch_add(1, std::memory_order_seq_cst);  // even: every entry that left has left
     if (freed->empty()) return;
     io::before_free();  // the unlinks durable before any node is marked or freed
     add(merges_, 1);
@@ -1416,18 +1432,24 @@ class engine final : public DB, private transaction_host {
   // pinned; their unlinks durable.
   void free_after_readers(const std::vector<node_offset>& freed) {
     if (freed.empty()) return;
+    await_readers();
+    for (const node_offset off : freed) recovery_t::mark_uncommitted(*storage_, off);
+    io::before_free();
+    for (const node_offset off : freed) storage_->free(off);
+    io::complete();
+  }
+
+  // Returns once every reader pinned now has unpinned (the epoch advanced twice), having
+  // freed what this thread retired before the call. REQUIRES: not pinned.
+  void await_readers() {
     auto& epochs = storage_->epochs();
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the unlinks come first
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // what the caller unlinked first
     const std::uint64_t stamp = epochs.epoch();
     while (true) {
       epochs.collect();
       if (epochs.epoch() >= stamp + 2) break;
       std::this_thread::yield();
     }
-    for (const node_offset off : freed) recovery_t::mark_uncommitted(*storage_, off);
-    io::before_free();
-    for (const node_offset off : freed) storage_->free(off);
-    io::complete();
   }
 
   // Counts the keys live in the packed tier alone (the newest record a value, no entry in
@@ -1745,8 +1767,9 @@ class engine final : public DB, private transaction_host {
   bool stop_merger_ = false;  // under merger_mutex_
   std::mutex merge_mutex_;    // one merge at a time (the tier has one writer)
   std::string merge_from_;    // where the next merge looks first ("": the first key); merge_mutex_
-  // Raised by every merge before it removes an entry (iterator.hpp, invariant (3)); on a line
-  // of its own, as every iterator's move reads it twice.
+  // Raised by every merge before it removes an entry, to an odd value, and again once the
+  // last has left, to an even one (iterator.hpp, invariant (3)); on a line of its own, as
+  // every iterator's move reads it twice.
   alignas(64) std::atomic<std::uint64_t> moves_{0};
   // Keys live in the packed tier alone (Stats::live_keys): the combiner's, or recovery's.
   alignas(64) std::atomic<std::uint64_t> tier_live_keys_{0};
@@ -1762,6 +1785,7 @@ class engine final : public DB, private transaction_host {
   // new to the store (locate's guess).
   static inline thread_local std::uint32_t recent_new_keys_ = 0;
   std::function<void()> test_in_pass_;  // the combiner's, once set
+  std::function<void(std::size_t)> test_in_unlinks_;  // the merging thread's
   // Some entry was ever made that the storage's destruction does not release (make_entry):
   // the destructor then frees every entry itself.
   std::atomic<bool> large_entries_{false};

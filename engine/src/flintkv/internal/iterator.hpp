@@ -24,8 +24,10 @@
 //  (2) Each move runs pinned in the epoch domain: entries it passes may be removed
 //      meanwhile, and are freed only after it unpins.
 //  (3) Merges do remove entries the iterator stands on (they move keys to the tier): each
-//      raises the engine's moves() first, and a move that finds moves() changed since the
-//      last one finds its place again by key, reading nothing it kept from before (moving).
+//      raises the engine's moves() to an odd value before the first entry leaves and to an
+//      even one after the last. A move that finds moves() changed since the last one, or
+//      the last one's odd (it may have landed on an entry that left after it), finds its
+//      place again by key, reading nothing it kept from before (moving).
 // Persistence: reads only.
 #pragma once
 
@@ -192,7 +194,7 @@ class engine_iterator final : public Iterator {
   void copy_value() const {
     auto pinned = engine_->pin();
     value_copied_ = true;
-    if (engine_->moves() == moves_) {
+    if (!unsettled() && engine_->moves() == moves_) {
       value_.assign(engine_->value_after(version_ref_, key_.size()));
       return;
     }
@@ -216,25 +218,32 @@ class engine_iterator final : public Iterator {
 
   // Runs a move, `move(stale)`, again until no merge moved keys out of the list while it
   // ran (the engine's moves() unchanged from before it to after it). `stale`: a merge moved
-  // keys since the iterator's last move (or during the attempt before), so the entries the
-  // iterator stands on and its read-ahead may be gone; a move that goes on from its place
-  // then finds it again by key (from_). A move that overlapped a merge may have read the
-  // tier before the merge published its keys and the list after it removed them, and
-  // missed them: the attempt after it meets none, as merges are milliseconds apart (so this
-  // is lock-free, not wait-free, as the tier cursor's positioning is). REQUIRES: pinned.
-  // A merge raises moves() before it removes any entry, and retires what it removes
-  // through the epoch domain: an attempt that read moves() unchanged after pinning stands
-  // only on entries that stay allocated until it unpins.
+  // keys since the iterator's last move (or during the attempt before), or was removing
+  // entries during the last move (moves() odd then), so the entries the iterator stands on
+  // and its read-ahead may be gone; a move that goes on from its place then finds it again
+  // by key (from_). A move that overlapped a merge may have read the tier before the merge
+  // published its keys and the list after it removed them, and missed them: the attempt
+  // after it meets none, as merges are milliseconds apart (so this is lock-free, not
+  // wait-free, as the tier cursor's positioning is). A move during a merge's removals
+  // (moves() odd and unchanged throughout) reads the tier after the merge published it, so
+  // it misses nothing, but the entry it lands on may leave right after: the next move takes
+  // it as stale. REQUIRES: pinned.
+  // A merge raises moves() before it removes any entry and after the last, and retires
+  // what it removes through the epoch domain: an attempt that read the same even moves()
+  // after pinning as the last move did, which read it at its start and end, stands only on
+  // entries that were in the index when it began and stay allocated until it unpins.
   template <class Move>
   void moving(Move&& move) {
     for (bool again = false;; again = true) {
       const std::uint64_t moves = engine_->moves();
-      const bool stale = again || moves != moves_;
+      const bool stale = again || moves != moves_ || unsettled();
       moves_ = moves;
       move(stale);
       if (engine_->moves() == moves) return;
     }
   }
+  // The last move ran while a merge was removing entries (moves() odd).
+  bool unsettled() const { return (moves_ & 1) != 0; }
 
   void seek_to_first() {
     status_ = Status::OK();
