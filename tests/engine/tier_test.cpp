@@ -453,6 +453,87 @@ TYPED_TEST(EngineTierTest, AnIteratorMovingDuringAMergesUnlinksReadsNoEntryThatL
   EXPECT_TRUE(it->status().ok()) << it->status().ToString();
 }
 
+// An iterator over both tiers stands on a delete in the list only to step past it (it hides
+// the tier's key). Inside that move (by the test hook) a reclamation pass removes the
+// deleted key, which frees its node at once, and a write of the same size takes the block.
+// The iterator reads nothing of a delete's node, so it answers as the store did when it was
+// made, not with Corruption (it used to check that node against its checksum).
+TYPED_TEST(EngineTierTest, AnIteratorPassingADeleteReadsNotItsNodeThatReclamationFrees) {
+  region memory(32u << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  auto* e = engine_of<TypeParam>(db.get());
+  ASSERT_TRUE(e->TEST_tier_write({{key_at(1), "t1"}, {key_at(5), "t5"}}).ok());
+  ASSERT_TRUE(db->Put(key_at(2), "v2").ok());
+  const Snapshot* before_delete = db->GetSnapshot();
+  ASSERT_TRUE(db->Delete(key_at(2)).ok());
+  ASSERT_TRUE(db->Put(key_at(3), "v3").ok());
+  e->TEST_reclaim();  // the mark passes the delete; the snapshot keeps the key's value
+  const kv_map expected{{key_at(1), "t1"}, {key_at(3), "v3"}, {key_at(5), "t5"}};
+  auto it = db->NewIterator(ReadOptions{});
+  bool released = false;
+  e->TEST_on_verify([&](std::string_view key, bool tombstone) {
+    if (released || key != key_at(2)) return;
+    EXPECT_TRUE(tombstone);
+    released = true;
+    db->ReleaseSnapshot(before_delete);
+    e->TEST_reclaim();                           // the key leaves; its node is freed
+    ASSERT_TRUE(db->Put(key_at(4), "").ok());    // a node of the delete's size
+  });
+  kv_map seen;
+  for (it->SeekToFirst(); it->Valid(); it->Next()) seen[std::string(it->key())] = it->value();
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  EXPECT_EQ(seen, expected);
+  seen.clear();
+  for (it->SeekToLast(); it->Valid(); it->Prev()) seen[std::string(it->key())] = it->value();
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  EXPECT_EQ(seen, expected);
+  e->TEST_on_verify(nullptr);
+  if (!released) db->ReleaseSnapshot(before_delete);
+  it.reset();
+  e->TEST_reclaim();
+  EXPECT_EQ(e->TEST_versions(key_at(2)), std::vector<std::uint64_t>{}) << "the key left";
+}
+
+// Keys deleted, and their entries removed by reclamation, after a merge chose them and
+// before it claimed them (inside the merge, by the test hook): the merge moves the others
+// alone, and the deleted keys stay deleted. The merge stays pinned until its claim, so the
+// entries it chose are not freed before the claim reads them (the sanitizer build reports
+// a read of a freed entry).
+TYPED_TEST(EngineTierTest, AMergeClaimsNoKeyDeletedAndRemovedAfterItChoseIt) {
+  constexpr std::uint64_t kKeys = 10;
+  region memory(32u << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  kv_map expected;
+  for (std::uint64_t i = 0; i < kKeys; ++i) {
+    ASSERT_TRUE(db->Put(key_at(i), "older").ok());
+    ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+    expected[key_at(i)] = "v" + std::to_string(i);
+  }
+  auto* e = engine_of<TypeParam>(db.get());
+  e->TEST_reclaim();  // each key keeps its newest version alone: every key can move
+  int calls = 0;
+  e->TEST_before_merge_claims([&] {
+    ++calls;
+    for (std::uint64_t i = 0; i < kKeys; i += 2) {
+      ASSERT_TRUE(db->Delete(key_at(i)).ok());
+      expected.erase(key_at(i));
+    }
+    e->TEST_reclaim();  // removes the deleted keys' entries, as far as pins let it
+    e->TEST_collect();  // and frees them, as far as pins let it
+  });
+  std::size_t moved = 0;
+  ASSERT_TRUE(e->TEST_merge(100, &moved).ok());
+  e->TEST_before_merge_claims(nullptr);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(moved, kKeys / 2) << "the keys not deleted";
+  EXPECT_EQ(e->TEST_check_index(), "");
+  std::mt19937_64 rng(5);
+  EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, kKeys));
+  EXPECT_EQ(db->GetStats().live_keys, kKeys / 2);
+}
+
 // Readers and a writer beside a merging thread, on real threads: every key is written first
 // and never deleted, so each scan meets every key exactly once, in order, and every Get
 // finds it; each value read is one its key had, never older than one the same reader read
@@ -536,6 +617,124 @@ TEST(EngineMergeConcurrencyTest, ReadersBesideMergesMeetEveryKeyOnceWithValuesIt
   EXPECT_GT(scans.load(), 0u);
   EXPECT_GE(merges.load(), 5u) << "merges that moved keys beside the readers";
   EXPECT_EQ(db->GetStats().live_keys, kKeys);
+}
+
+// Scans both ways beside a writer that deletes and writes again, reclamation after every
+// pass and a merging thread, on real threads. The even keys are written first and never
+// deleted; the odd ones come and go. Every walk (a Seek or SeekForPrev and up to 40 steps,
+// or a whole scan either way) meets keys in order, each value one its key had, and the
+// even keys it passes each once, none left out: the kept keys it meets are consecutive,
+// starting from the first at or past its start. Moves from entries that a merge moved or
+// reclamation removed, in both directions and over deletes that hide the tier's keys.
+TEST(EngineMergeConcurrencyTest, ScansBothWaysBesideDeletesMeetEveryKeptKeyOnce) {
+  using config = on_hardware<hashed, manual>;
+  constexpr std::uint64_t kKeys = 600;
+  constexpr std::uint64_t kWrites = 30000;
+  region memory(256u << 20);
+  auto db = open_in<config>(memory);
+  ASSERT_NE(db, nullptr);
+  auto* e = engine_of<config>(db.get());
+  e->TEST_reclaim_every(1);
+  auto value = [](std::uint64_t key, std::uint64_t seq) {
+    return key_at(key) + ":" + std::to_string(seq);
+  };
+  for (std::uint64_t k = 0; k < kKeys; ++k) ASSERT_TRUE(db->Put(key_at(k), value(k, 0)).ok());
+  // key_at keeps the order of its argument: a key's index from its digits.
+  auto index_of = [](std::string_view key) {
+    return static_cast<std::int64_t>(std::stoll(std::string(key.substr(3, 4)))) - 1000;
+  };
+  std::atomic<bool> written{false}, done{false};
+  std::atomic<std::uint64_t> failures{0}, walks{0}, merges{0};
+  std::string first_failure;
+  std::mutex failure_mutex;
+  auto fail = [&](const std::string& what) {
+    std::lock_guard lock(failure_mutex);
+    if (failures.fetch_add(1) == 0) first_failure = what;
+  };
+  std::thread writer([&] {
+    std::mt19937_64 rng(11);
+    for (std::uint64_t i = 1; i <= kWrites; ++i) {
+      const std::uint64_t k = rng() % kKeys;
+      const Status s = k % 2 == 1 && rng() % 2 == 0 ? db->Delete(key_at(k))
+                                                     : db->Put(key_at(k), value(k, i));
+      if (!s.ok()) fail("write: " + s.ToString());
+    }
+    written.store(true);
+  });
+  std::thread merger([&] {
+    for (std::uint64_t n = 0; !written.load() || (merges.load() < 5 && n < 100000); ++n) {
+      std::size_t moved = 0;
+      if (Status s = e->TEST_merge(64, &moved); !s.ok()) fail("merge: " + s.ToString());
+      merges.fetch_add(moved > 0 ? 1 : 0);
+    }
+    done.store(true);
+  });
+  auto reader = [&](std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    while (!done.load()) {
+      auto it = db->NewIterator(ReadOptions{});
+      const int kind = static_cast<int>(rng() % 6);
+      const bool forward = kind % 2 == 0;
+      const std::uint64_t start = rng() % kKeys;
+      // The kept key the walk must meet first: the first even index at or past the start.
+      std::int64_t expect;
+      if (kind == 4) {
+        it->SeekToFirst();
+        expect = 0;
+      } else if (kind == 5) {
+        it->SeekToLast();
+        expect = kKeys - 2;
+      } else if (forward) {
+        it->Seek(key_at(start));
+        expect = static_cast<std::int64_t>(start + start % 2);
+      } else {
+        it->SeekForPrev(key_at(start));
+        expect = static_cast<std::int64_t>(start - start % 2);
+      }
+      const bool whole = kind >= 4;
+      const bool up = kind != 5 && forward;
+      std::string last;
+      for (int step = 0; it->Valid() && (whole || step < 40); ++step) {
+        const std::string key(it->key());
+        const std::string where = std::string(up ? "forward" : "backward") + " walk from " +
+                                  (whole ? "the end" : key_at(start)) + ", step " +
+                                  std::to_string(step) + ": ";
+        if (step > 0 && (up ? key <= last : key >= last)) fail(where + key + " after " + last);
+        const std::string_view v = it->value();
+        if (v.size() <= key.size() || v.substr(0, key.size()) != key) {
+          fail(where + key + " = '" + std::string(v) + "'");
+        }
+        const std::int64_t i = index_of(key);
+        if (i % 2 == 0) {
+          if (i != expect) {
+            fail(where + "met kept key " + key + ", expected " + key_at(expect));
+          }
+          expect = up ? i + 2 : i - 2;
+        }
+        last = key;
+        if (up) {
+          it->Next();
+        } else {
+          it->Prev();
+        }
+      }
+      if (!it->status().ok()) fail("walk: " + it->status().ToString());
+      if (whole && (up ? expect != static_cast<std::int64_t>(kKeys) : expect != -2)) {
+        fail(std::string(up ? "forward" : "backward") + " scan ended before " +
+             key_at(static_cast<std::uint64_t>(expect)));
+      }
+      walks.fetch_add(1);
+    }
+  };
+  std::thread r1(reader, 12), r2(reader, 13);
+  writer.join();
+  merger.join();
+  r1.join();
+  r2.join();
+  e->TEST_reclaim_every(0);
+  EXPECT_EQ(failures.load(), 0u) << first_failure;
+  EXPECT_GT(walks.load(), 0u);
+  EXPECT_GE(merges.load(), 5u) << "merges that moved keys beside the readers";
 }
 
 // The merge thread (Options::merge_interval) moves every key once writes pause, and the

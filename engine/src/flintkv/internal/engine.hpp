@@ -376,6 +376,22 @@ class engine final : public DB, private transaction_host {
     test_in_unlinks_ = std::move(f);
   }
 
+  // Test hook: `f` runs on the merging thread, pinned, between a merge's choice of keys and
+  // its claim of them (merge_round's (a)). A test writes there. REQUIRES: no merge running.
+  void TEST_before_merge_claims(std::function<void()> f) { test_before_claims_ = std::move(f); }
+
+  // Test hook: advances the epoch as far as pinned readers let it, up to three times, and
+  // frees what the calling thread retired that no reader can still hold. Does not wait.
+  void TEST_collect() {
+    for (int i = 0; i < 3; ++i) storage_->epochs().collect();
+  }
+
+  // Test hook: `f(key, tombstone)` runs before each check of a node that a read asked for
+  // (verify), on the reading thread, pinned. A test writes there. REQUIRES: no read running.
+  void TEST_on_verify(std::function<void(std::string_view, bool)> f) {
+    test_on_verify_ = std::move(f);
+  }
+
   // Test hook: the version the calling thread's last successful write was given.
   static std::uint64_t TEST_last_write_version() { return last_write_version_; }
 
@@ -1290,9 +1306,10 @@ class engine final : public DB, private transaction_host {
   //      `lag`, read under the combiner lock; then, pinned and without the lock, up to
   //      `limit` keys whose only version u is at or below W, copied (a damaged node is left
   //      to the list's readers, which report it), from where the last merge stopped; then,
-  //      under the lock, each one still so is claimed: a reference in its `queued` count,
-  //      so that reclamation removes none of them (a delete arriving meanwhile stays until
-  //      the next merge moves it as an erasure record);
+  //      still pinned (no entry chosen is freed before it), under the lock, each one still
+  //      so is claimed: a reference in its `queued` count, so that reclamation removes none
+  //      of them (a delete arriving meanwhile stays until the next merge moves it as an
+  //      erasure record);
   //  (b) their values, and their deletes as erasure records, written to the tier as one
   //      small run, durable and published (the small runs merged into the large run first
   //      if every slot is taken): each key is now in both tiers, and the list wins;
@@ -1358,26 +1375,28 @@ class engine final : public DB, private transaction_host {
     if (!readers.empty()) w = std::min(w, readers.front());
     w -= std::min(w, lag);
     std::vector<merge_pick> picks;
-    {
-      auto pinned = pin();
-      inode* n = merge_from_.empty() ? index_->head()->load_next() : index_->seek(merge_from_);
-      for (std::size_t looked = 0; n != nullptr && picks.size() < limit &&
-                                   looked < kMergeLookFactor * limit;
-           n = n->load_next(), ++looked) {
-        vrec* chain = nullptr;
-        const version_ref v = n->newest(&chain);
-        if (v.version > w || chain != nullptr || n->removed.load(std::memory_order_acquire)) {
-          continue;
-        }
-        // Read without the lock: a node freed meanwhile (the key deleted and removed) reads
-        // as anything, and the claim below drops the key, whose entry is then removed.
-        if (!v.tombstone && !node_matches(n->key_size, v, true)) continue;
-        picks.push_back({n, v.version, std::string(n->key()),
-                         v.tombstone ? std::string() : std::string(value_of(n, v)), v.tombstone});
+    // Pinned until every pick is claimed: a key deleted and removed by a reclamation pass
+    // meanwhile leaves its entry retired, not freed, so the claim can read that it left.
+    // (Writers take the combiner lock pinned too: nothing under it waits for readers.)
+    auto pinned = pin();
+    inode* n = merge_from_.empty() ? index_->head()->load_next() : index_->seek(merge_from_);
+    for (std::size_t looked = 0;
+         n != nullptr && picks.size() < limit && looked < kMergeLookFactor * limit;
+         n = n->load_next(), ++looked) {
+      vrec* chain = nullptr;
+      const version_ref v = n->newest(&chain);
+      if (v.version > w || chain != nullptr || n->removed.load(std::memory_order_acquire)) {
+        continue;
       }
-      merge_from_.assign(n == nullptr ? std::string_view() : n->key());
+      // Read without the lock: a node freed meanwhile (the key deleted and removed) reads
+      // as anything, and the claim below drops the key, whose entry is then removed.
+      if (!v.tombstone && !node_matches(n->key_size, v, true)) continue;
+      picks.push_back({n, v.version, std::string(n->key()),
+                       v.tombstone ? std::string() : std::string(value_of(n, v)), v.tombstone});
     }
+    merge_from_.assign(n == nullptr ? std::string_view() : n->key());
     if (picks.empty()) return picks;
+    if (test_before_claims_) test_before_claims_();
     combiner_.locked([&] {
       std::erase_if(picks, [](merge_pick& p) {
         inode* e = p.entry;
@@ -1671,6 +1690,7 @@ class engine final : public DB, private transaction_host {
   // sizes and its checksum: Corruption if its content was damaged since the store was
   // opened.
   Status verify(const inode* n, const version_ref& v) const {
+    if (test_on_verify_) test_on_verify_(n->key(), v.tombstone);
     if (node_matches(n->key_size, v, true)) return Status::OK();
     return Status::Corruption(storage_->path() + ": node at offset " + std::to_string(v.pnode) +
                               " (key '" + recovery_t::printable(n->key()) +
@@ -1786,6 +1806,8 @@ class engine final : public DB, private transaction_host {
   static inline thread_local std::uint32_t recent_new_keys_ = 0;
   std::function<void()> test_in_pass_;  // the combiner's, once set
   std::function<void(std::size_t)> test_in_unlinks_;  // the merging thread's
+  std::function<void()> test_before_claims_;  // the merging thread's
+  std::function<void(std::string_view, bool)> test_on_verify_;  // readers
   // Some entry was ever made that the storage's destruction does not release (make_entry):
   // the destructor then frees every entry itself.
   std::atomic<bool> large_entries_{false};

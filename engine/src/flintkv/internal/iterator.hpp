@@ -551,8 +551,11 @@ class engine_iterator final : public Iterator {
   }
 
   // Positions the iterator on n's version v, once its node passed verification (if asked).
+  // A delete's node is not verified: the iterator reads nothing of it (the key is the
+  // entry's copy, and there is no value), and a reclamation pass that removes the key frees
+  // it at once, while this move may still stand on the entry (reclamation.hpp, (3)).
   void land(inode* n, const version_ref& v, bool from_tree = false) {
-    if (verify_) {
+    if (verify_ && !v.tombstone) {
       if (Status s = engine_->verify(n, v); !s.ok()) {
         status_ = std::move(s);
         current_ = nullptr;
