@@ -388,6 +388,20 @@ TYPED_TEST(EngineTierTest, AnIteratorCarriesOnOverKeysAMergeMoved) {
   }
 }
 
+// Writes keys 0 .. n-1 twice, then reclaims, so that each keeps its newest version alone and
+// a merge can move every one. Returns what the store holds.
+template <class Config>
+kv_map movable_keys(DB& db, std::uint64_t n) {
+  kv_map written;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(db.Put(key_at(i), "older").ok());
+    EXPECT_TRUE(db.Put(key_at(i), "v" + std::to_string(i)).ok());
+    written[key_at(i)] = "v" + std::to_string(i);
+  }
+  engine_of<Config>(&db)->TEST_reclaim();
+  return written;
+}
+
 // An iterator that moves while a merge removes keys from the list (inside the merge, by
 // the test hook) lands on an entry that leaves right after. Its next move, still inside
 // the same merge, once that entry was freed, finds its place again by key instead of
@@ -398,14 +412,8 @@ TYPED_TEST(EngineTierTest, AnIteratorMovingDuringAMergesUnlinksReadsNoEntryThatL
   region memory(32u << 20);
   auto db = open_in<TypeParam>(memory);
   ASSERT_NE(db, nullptr);
-  kv_map expected;
-  for (std::uint64_t i = 0; i < kKeys; ++i) {
-    ASSERT_TRUE(db->Put(key_at(i), "older").ok());
-    ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
-    expected[key_at(i)] = "v" + std::to_string(i);
-  }
+  kv_map expected = movable_keys<TypeParam>(*db, kKeys);
   auto* e = engine_of<TypeParam>(db.get());
-  e->TEST_reclaim();  // each key keeps its newest version alone: every key can move
   auto it = db->NewIterator(ReadOptions{});
   reference_iterator ref(expected, ReadOptions{});
   std::vector<std::size_t> calls;
@@ -505,14 +513,8 @@ TYPED_TEST(EngineTierTest, AMergeClaimsNoKeyDeletedAndRemovedAfterItChoseIt) {
   region memory(32u << 20);
   auto db = open_in<TypeParam>(memory);
   ASSERT_NE(db, nullptr);
-  kv_map expected;
-  for (std::uint64_t i = 0; i < kKeys; ++i) {
-    ASSERT_TRUE(db->Put(key_at(i), "older").ok());
-    ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
-    expected[key_at(i)] = "v" + std::to_string(i);
-  }
+  kv_map expected = movable_keys<TypeParam>(*db, kKeys);
   auto* e = engine_of<TypeParam>(db.get());
-  e->TEST_reclaim();  // each key keeps its newest version alone: every key can move
   int calls = 0;
   e->TEST_before_merge_claims([&] {
     ++calls;
@@ -521,7 +523,7 @@ TYPED_TEST(EngineTierTest, AMergeClaimsNoKeyDeletedAndRemovedAfterItChoseIt) {
       expected.erase(key_at(i));
     }
     e->TEST_reclaim();  // removes the deleted keys' entries, as far as pins let it
-    e->TEST_collect();  // and frees them, as far as pins let it
+    e->TEST_free_retired();  // and frees them, as far as pins let it
   });
   std::size_t moved = 0;
   ASSERT_TRUE(e->TEST_merge(100, &moved).ok());
@@ -534,6 +536,37 @@ TYPED_TEST(EngineTierTest, AMergeClaimsNoKeyDeletedAndRemovedAfterItChoseIt) {
   EXPECT_EQ(db->GetStats().live_keys, kKeys / 2);
 }
 
+// The concurrency tests' values: the key, then the write's sequence number.
+std::string value_of_write(std::uint64_t key, std::uint64_t seq) {
+  return key_at(key) + ":" + std::to_string(seq);
+}
+
+// What a concurrency test's threads share: the failures they met (the first one kept), and
+// a merging thread that merges while the writer writes, then until five merges moved keys
+// (once the writes stop, every key becomes movable), so that the readers always meet some.
+struct merge_race {
+  std::atomic<bool> written{false}, done{false};
+  std::atomic<std::uint64_t> failures{0}, merges{0};
+  std::string first_failure;
+  std::mutex failure_mutex;
+
+  void fail(const std::string& what) {
+    std::lock_guard lock(failure_mutex);
+    if (failures.fetch_add(1) == 0) first_failure = what;
+  }
+  template <class Engine>
+  std::thread merger(Engine* e) {
+    return std::thread([this, e] {
+      for (std::uint64_t n = 0; !written.load() || (merges.load() < 5 && n < 100000); ++n) {
+        std::size_t moved = 0;
+        if (Status s = e->TEST_merge(64, &moved); !s.ok()) fail("merge: " + s.ToString());
+        merges.fetch_add(moved > 0 ? 1 : 0);
+      }
+      done.store(true);
+    });
+  }
+};
+
 // Readers and a writer beside a merging thread, on real threads: every key is written first
 // and never deleted, so each scan meets every key exactly once, in order, and every Get
 // finds it; each value read is one its key had, never older than one the same reader read
@@ -544,47 +577,31 @@ TEST(EngineMergeConcurrencyTest, ReadersBesideMergesMeetEveryKeyOnceWithValuesIt
   region memory(256u << 20);
   auto db = open_in<on_hardware<hashed, manual>>(memory);
   ASSERT_NE(db, nullptr);
-  auto value = [](std::uint64_t key, std::uint64_t seq) {
-    return key_at(key) + ":" + std::to_string(seq);
-  };
   auto seq_of = [](std::string_view key, std::string_view v) -> std::int64_t {
     if (v.size() <= key.size() + 1 || v.substr(0, key.size()) != key || v[key.size()] != ':') {
       return -1;
     }
     return std::stoll(std::string(v.substr(key.size() + 1)));
   };
-  for (std::uint64_t k = 0; k < kKeys; ++k) ASSERT_TRUE(db->Put(key_at(k), value(k, 0)).ok());
-  std::atomic<bool> written{false}, done{false};
-  std::atomic<std::uint64_t> failures{0}, scans{0}, merges{0};
-  std::string first_failure;
-  std::mutex failure_mutex;
-  auto fail = [&](const std::string& what) {
-    std::lock_guard lock(failure_mutex);
-    if (failures.fetch_add(1) == 0) first_failure = what;
-  };
+  for (std::uint64_t k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(db->Put(key_at(k), value_of_write(k, 0)).ok());
+  }
+  merge_race race;
+  std::atomic<std::uint64_t> scans{0};
+  auto fail = [&](const std::string& what) { race.fail(what); };
   std::thread writer([&] {
     std::mt19937_64 rng(1);
     for (std::uint64_t i = 1; i <= kWrites; ++i) {
       const std::uint64_t k = rng() % kKeys;
-      if (!db->Put(key_at(k), value(k, i)).ok()) fail("put failed");
+      if (!db->Put(key_at(k), value_of_write(k, i)).ok()) fail("put failed");
     }
-    written.store(true);
+    race.written.store(true);
   });
-  // Merges while the writer writes, then until five merges moved keys (once the writes
-  // stop, every key becomes movable), so that the readers always meet some.
-  std::thread merger([&] {
-    auto* e = engine_of<on_hardware<hashed, manual>>(db.get());
-    for (std::uint64_t n = 0; !written.load() || (merges.load() < 5 && n < 100000); ++n) {
-      std::size_t moved = 0;
-      if (Status s = e->TEST_merge(64, &moved); !s.ok()) fail("merge: " + s.ToString());
-      merges.fetch_add(moved > 0 ? 1 : 0);
-    }
-    done.store(true);
-  });
+  std::thread merger = race.merger(engine_of<on_hardware<hashed, manual>>(db.get()));
   auto reader = [&](std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::vector<std::int64_t> seen(kKeys, -1);
-    while (!done.load()) {
+    while (!race.done.load()) {
       for (int g = 0; g < 50; ++g) {
         const std::uint64_t k = rng() % kKeys;
         std::string got;
@@ -613,9 +630,9 @@ TEST(EngineMergeConcurrencyTest, ReadersBesideMergesMeetEveryKeyOnceWithValuesIt
   merger.join();
   r1.join();
   r2.join();
-  EXPECT_EQ(failures.load(), 0u) << first_failure;
+  EXPECT_EQ(race.failures.load(), 0u) << race.first_failure;
   EXPECT_GT(scans.load(), 0u);
-  EXPECT_GE(merges.load(), 5u) << "merges that moved keys beside the readers";
+  EXPECT_GE(race.merges.load(), 5u) << "merges that moved keys beside the readers";
   EXPECT_EQ(db->GetStats().live_keys, kKeys);
 }
 
@@ -635,43 +652,30 @@ TEST(EngineMergeConcurrencyTest, ScansBothWaysBesideDeletesMeetEveryKeptKeyOnce)
   ASSERT_NE(db, nullptr);
   auto* e = engine_of<config>(db.get());
   e->TEST_reclaim_every(1);
-  auto value = [](std::uint64_t key, std::uint64_t seq) {
-    return key_at(key) + ":" + std::to_string(seq);
-  };
-  for (std::uint64_t k = 0; k < kKeys; ++k) ASSERT_TRUE(db->Put(key_at(k), value(k, 0)).ok());
+  for (std::uint64_t k = 0; k < kKeys; ++k) {
+    ASSERT_TRUE(db->Put(key_at(k), value_of_write(k, 0)).ok());
+  }
   // key_at keeps the order of its argument: a key's index from its digits.
   auto index_of = [](std::string_view key) {
     return static_cast<std::int64_t>(std::stoll(std::string(key.substr(3, 4)))) - 1000;
   };
-  std::atomic<bool> written{false}, done{false};
-  std::atomic<std::uint64_t> failures{0}, walks{0}, merges{0};
-  std::string first_failure;
-  std::mutex failure_mutex;
-  auto fail = [&](const std::string& what) {
-    std::lock_guard lock(failure_mutex);
-    if (failures.fetch_add(1) == 0) first_failure = what;
-  };
+  merge_race race;
+  std::atomic<std::uint64_t> walks{0};
+  auto fail = [&](const std::string& what) { race.fail(what); };
   std::thread writer([&] {
     std::mt19937_64 rng(11);
     for (std::uint64_t i = 1; i <= kWrites; ++i) {
       const std::uint64_t k = rng() % kKeys;
       const Status s = k % 2 == 1 && rng() % 2 == 0 ? db->Delete(key_at(k))
-                                                     : db->Put(key_at(k), value(k, i));
+                                                     : db->Put(key_at(k), value_of_write(k, i));
       if (!s.ok()) fail("write: " + s.ToString());
     }
-    written.store(true);
+    race.written.store(true);
   });
-  std::thread merger([&] {
-    for (std::uint64_t n = 0; !written.load() || (merges.load() < 5 && n < 100000); ++n) {
-      std::size_t moved = 0;
-      if (Status s = e->TEST_merge(64, &moved); !s.ok()) fail("merge: " + s.ToString());
-      merges.fetch_add(moved > 0 ? 1 : 0);
-    }
-    done.store(true);
-  });
+  std::thread merger = race.merger(e);
   auto reader = [&](std::uint64_t seed) {
     std::mt19937_64 rng(seed);
-    while (!done.load()) {
+    while (!race.done.load()) {
       auto it = db->NewIterator(ReadOptions{});
       const int kind = static_cast<int>(rng() % 6);
       const bool forward = kind % 2 == 0;
@@ -732,9 +736,9 @@ TEST(EngineMergeConcurrencyTest, ScansBothWaysBesideDeletesMeetEveryKeptKeyOnce)
   r1.join();
   r2.join();
   e->TEST_reclaim_every(0);
-  EXPECT_EQ(failures.load(), 0u) << first_failure;
+  EXPECT_EQ(race.failures.load(), 0u) << race.first_failure;
   EXPECT_GT(walks.load(), 0u);
-  EXPECT_GE(merges.load(), 5u) << "merges that moved keys beside the readers";
+  EXPECT_GE(race.merges.load(), 5u) << "merges that moved keys beside the readers";
 }
 
 // The merge thread (Options::merge_interval) moves every key once writes pause, and the

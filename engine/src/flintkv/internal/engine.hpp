@@ -364,9 +364,6 @@ class engine final : public DB, private transaction_host {
   // Test hook: a writer waits in a slot for a pass.
   bool TEST_advertised() const { return combiner_.advertised(); }
 
-  // Test hook: frees the index entries the calling thread retired (a merge's, inside
-  // TEST_in_merge_unlinks), once no reader is pinned. REQUIRES: the caller is not pinned.
-  void TEST_free_retired() { await_readers(); }
 
   // Test hook: `f(n)` runs on the merging thread, under the combiner lock, while each merge
   // removes its keys from the list: after moves() turned odd and n keys were handled (each
@@ -381,8 +378,10 @@ class engine final : public DB, private transaction_host {
   void TEST_before_merge_claims(std::function<void()> f) { test_before_claims_ = std::move(f); }
 
   // Test hook: advances the epoch as far as pinned readers let it, up to three times, and
-  // frees what the calling thread retired that no reader can still hold. Does not wait.
-  void TEST_collect() {
+  // frees what the calling thread retired that no reader can still hold (with no reader
+  // pinned, all of it: a merge's entries inside TEST_in_merge_unlinks, a reclamation
+  // pass's). Does not wait.
+  void TEST_free_retired() {
     for (int i = 0; i < 3; ++i) storage_->epochs().collect();
   }
 
@@ -1451,24 +1450,18 @@ class engine final : public DB, private transaction_host {
   // pinned; their unlinks durable.
   void free_after_readers(const std::vector<node_offset>& freed) {
     if (freed.empty()) return;
-    await_readers();
-    for (const node_offset off : freed) recovery_t::mark_uncommitted(*storage_, off);
-    io::before_free();
-    for (const node_offset off : freed) storage_->free(off);
-    io::complete();
-  }
-
-  // Returns once every reader pinned now has unpinned (the epoch advanced twice), having
-  // freed what this thread retired before the call. REQUIRES: not pinned.
-  void await_readers() {
     auto& epochs = storage_->epochs();
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // what the caller unlinked first
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the unlinks come first
     const std::uint64_t stamp = epochs.epoch();
     while (true) {
       epochs.collect();
       if (epochs.epoch() >= stamp + 2) break;
       std::this_thread::yield();
     }
+    for (const node_offset off : freed) recovery_t::mark_uncommitted(*storage_, off);
+    io::before_free();
+    for (const node_offset off : freed) storage_->free(off);
+    io::complete();
   }
 
   // Counts the keys live in the packed tier alone (the newest record a value, no entry in
