@@ -31,7 +31,10 @@
 //    read is OK and of a value its key had.
 //    Freeing unlinked nodes without the epoch domain fails it (read values of other keys).
 //  - KeyFilterTest.FalsePositivesAreFew: the filter small runs keep; BatchesAnswerAsAMapDoes
-//    also runs a filtered run.
+//    and ErasureRecordsAnswerAsAMapDoes also run filtered runs, remade and grown.
+//  - PackedRunTest.AGrownFilterPassesEveryKeyAndFewOthers: the grown filter (the tier's large
+//    run's) passes every key a run that batches grow holds, and few others; one never made
+//    anew as the run outgrows it fails it.
 //  - PackedTierTest.AnswersAsAMapDoes, CursorCarriesOnAcrossFlushesAndMerges and
 //    PackedTierReaders.GetsAndScansBesideFlushesAndMerges: the same checks of the packed tier
 //    (packed_tier.hpp), flushed and merged. A tier cursor that does not seek again after a
@@ -69,9 +72,11 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "crashtest/gtest.hpp"
@@ -105,10 +110,11 @@ struct fixture {
   using run_type = in::packed_run<Policy, Mode>;
   using tier_type = in::packed_tier<Policy, Mode>;
   // With `shared`, the run has an epoch domain (readers beside its batches); with
-  // `filter_bits`, a key filter of that many bits a key.
+  // `filter_bits`, a key filter of that many bits a key, kept as `upkeep` says.
   explicit fixture(std::size_t bytes, std::size_t node_bytes, bool shared = false,
-                   unsigned filter_bits = 0)
-      : bytes(bytes), node_bytes(node_bytes), filter_bits(filter_bits) {
+                   unsigned filter_bits = 0,
+                   typename run_type::filter_upkeep upkeep = run_type::filter_upkeep::remade)
+      : bytes(bytes), node_bytes(node_bytes), filter_bits(filter_bits), upkeep(upkeep) {
     if (shared) epochs = std::make_unique<alloc::epoch_domain>();
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::runtime_error("mmap");
@@ -121,7 +127,7 @@ struct fixture {
     run_type::make_empty(&root()->head, kHeadPlace);
     in::durable<Policy, Mode>::fence();
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
-                                     epochs.get(), filter_bits);
+                                     epochs.get(), filter_bits, upkeep);
     EXPECT_TRUE(run->recover(false).ok());
     tier_type::make_empty(*pool, &root()->tier, node_bytes);
     in::durable<Policy, Mode>::fence();
@@ -152,7 +158,7 @@ struct fixture {
     drain();
     heap = std::make_unique<alloc::persistent_allocator<Policy>>(*pool);
     run = std::make_unique<run_type>(*pool, *heap, &root()->head, kHeadPlace, node_bytes,
-                                     epochs.get(), filter_bits);
+                                     epochs.get(), filter_bits, upkeep);
     tier = std::make_unique<tier_type>(*pool, *heap, &root()->tier, node_bytes, epochs.get());
     Status s = run->recover(true);
     if (Status t = tier->recover(true); s.ok()) s = t;
@@ -164,6 +170,7 @@ struct fixture {
 
   std::size_t bytes, node_bytes;
   unsigned filter_bits;
+  typename run_type::filter_upkeep upkeep;
   std::byte* region = nullptr;
   std::optional<alloc::pool> pool;
   std::unique_ptr<alloc::persistent_allocator<Policy>> heap;
@@ -376,12 +383,16 @@ void expect_seeks_before_as_map(const Store& store, const Map& m, std::mt19937_6
 
 TYPED_TEST(PackedRunTest, BatchesAnswerAsAMapDoes) {
   using fx = typename TestFixture::fx;
-  // (node bytes, key filter bits): a filtered run answers as an unfiltered one.
-  for (const auto& [node_bytes, filter_bits] :
-       {std::pair<std::size_t, unsigned>{256, 0}, {4096, 0}, {256, 10}}) {
+  using upkeep = typename fx::run_type::filter_upkeep;
+  // (node bytes, key filter bits, its upkeep): a filtered run answers as an unfiltered one.
+  for (const auto& [node_bytes, filter_bits, kept] :
+       {std::tuple<std::size_t, unsigned, upkeep>{256, 0, upkeep::remade},
+        {4096, 0, upkeep::remade},
+        {256, 10, upkeep::remade},
+        {256, 10, upkeep::grown}}) {
     SCOPED_TRACE("nodes of " + std::to_string(node_bytes) + ", filter bits " +
-                 std::to_string(filter_bits));
-    fx f(256 << 20, node_bytes, false, filter_bits);
+                 std::to_string(filter_bits) + (kept == upkeep::grown ? ", grown" : ""));
+    fx f(256 << 20, node_bytes, false, filter_bits, kept);
     std::map<std::string, std::string> m;
     std::mt19937_64 rng(node_bytes + filter_bits);
     for (int batch = 0; batch < 150; ++batch) {
@@ -412,9 +423,12 @@ TYPED_TEST(PackedRunTest, ErasureRecordsAnswerAsAMapDoes) {
   using fx = typename TestFixture::fx;
   using run_type = typename fx::run_type;
   using change = typename TestFixture::change;
-  for (const unsigned filter_bits : {0u, 10u}) {
-    SCOPED_TRACE("filter bits " + std::to_string(filter_bits));
-    fx f(64 << 20, 256, false, filter_bits);
+  using upkeep = typename run_type::filter_upkeep;
+  for (const auto& [filter_bits, kept] :
+       {std::pair<unsigned, upkeep>{0, upkeep::remade}, {10, upkeep::remade}, {10, upkeep::grown}}) {
+    SCOPED_TRACE("filter bits " + std::to_string(filter_bits) +
+                 (kept == upkeep::grown ? ", grown" : ""));
+    fx f(64 << 20, 256, false, filter_bits, kept);
     std::map<std::string, std::optional<std::string>> m;
     std::mt19937_64 rng(23 + filter_bits);
     const auto expect_walk = [&] {
@@ -482,6 +496,56 @@ TYPED_TEST(PackedRunTest, ErasureRecordsAnswerAsAMapDoes) {
     }
     EXPECT_GT(erasure_records, 1000u);
   }
+}
+
+// A grown key filter (the tier's large run's) over a run that batches grow from 2,000 keys
+// to 120,000, with overwrites and removals among them: after each batch every key the run
+// holds passes it, and at the end, and after a recovery, under 3% of keys it never held
+// pass (about 1% expected at 10 bits a key). A filter that only took adds, never made anew
+// as the run outgrew it, passes most of them.
+TYPED_TEST(PackedRunTest, AGrownFilterPassesEveryKeyAndFewOthers) {
+  using fx = typename TestFixture::fx;
+  using change = typename TestFixture::change;
+  fx f(128 << 20, 4096, false, 10, fx::run_type::filter_upkeep::grown);
+  std::set<std::uint64_t> held;
+  std::mt19937_64 rng(7);
+  constexpr std::uint64_t kBatches = 60, kPerBatch = 2000;
+  const auto absent_passing = [&] {
+    std::uint64_t passed = 0;
+    for (std::uint64_t k = 0; k < 100000; ++k) {
+      passed += f.run->may_hold(in::key_hash(key_of(2 * kBatches * kPerBatch + k))) ? 1 : 0;
+    }
+    return static_cast<double>(passed) / 100000;
+  };
+  const auto expect_held_pass = [&](std::uint64_t batch) {
+    for (const std::uint64_t k : held) {
+      ASSERT_TRUE(f.run->may_hold(in::key_hash(key_of(k)))) << key_of(k) << " after batch " << batch;
+    }
+  };
+  for (std::uint64_t batch = 0; batch < kBatches; ++batch) {
+    // New keys past every key so far, and overwrites and removals of older ones.
+    std::map<std::uint64_t, bool> b;  // key, erased
+    for (std::uint64_t i = 0; i < kPerBatch; ++i) b[batch * kPerBatch + i] = false;
+    for (int i = 0; i < 100 && batch > 0; ++i) b[rng() % (batch * kPerBatch)] = rng() % 2 == 0;
+    std::vector<std::string> keys;
+    keys.reserve(b.size());
+    std::vector<change> changes;
+    for (const auto& [k, erased] : b) {
+      keys.push_back(key_of(k));
+      changes.push_back({keys.back(), erased ? std::string_view() : std::string_view("value"), erased});
+      if (erased) {
+        held.erase(k);
+      } else {
+        held.insert(k);
+      }
+    }
+    ASSERT_TRUE(f.run->apply(changes).ok());
+    ASSERT_NO_FATAL_FAILURE(expect_held_pass(batch));
+  }
+  EXPECT_LT(absent_passing(), 0.03);
+  ASSERT_TRUE(f.recover().ok());
+  ASSERT_NO_FATAL_FAILURE(expect_held_pass(kBatches));
+  EXPECT_LT(absent_passing(), 0.03);
 }
 
 // Backward positioning against a map of each key's record (nullopt: an erasure record,

@@ -9,7 +9,8 @@
 // 2%); a key it holds always passes.
 //
 // Thread safety: built by one thread; may_contain on any threads once built (a filter is
-// read-only after its last add).
+// read-only after its last add; one that is to take more keys is copied, and the copy
+// takes them).
 // Persistence: none; DRAM only, rebuilt from the keys at recovery.
 #pragma once
 
@@ -31,6 +32,7 @@ class key_filter {
         blocks_(std::max<std::size_t>(1, (keys * bits_per_key + kBlockBits - 1) / kBlockBits)) {}
 
   void add(std::uint32_t hash) {
+    ++added_;
     block& b = blocks_[block_of(hash)];
     std::uint64_t bits = mix(hash);
     for (unsigned i = 0; i < kProbes; ++i, bits >>= 9) {
@@ -52,6 +54,8 @@ class key_filter {
   std::size_t bytes() const { return blocks_.size() * sizeof(block); }
   // The keys it was made for: past them, more keys pass that it does not hold.
   std::size_t capacity() const { return keys_; }
+  // The adds so far (a key added twice counts twice).
+  std::size_t added() const { return added_; }
 
  private:
   static constexpr std::size_t kBlockBits = 512;
@@ -70,6 +74,7 @@ class key_filter {
   }
 
   std::size_t keys_;
+  std::size_t added_ = 0;
   std::vector<block> blocks_;
 };
 

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <deque>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -111,6 +112,15 @@ class packed_run {
   // erasure.
   enum class erase_as : std::uint8_t { removal, record };
 
+  // How a run with a key filter keeps it. `remade`: from every record at each publication,
+  // for a run written once (a small run of the tier), whose filter then holds its keys
+  // alone. `grown`: each batch copies the filter and adds the keys its records bring, and
+  // makes one anew from every record (with room for half as many again) only when the adds
+  // would pass what it was made for, for a run batched into again and again (the tier's
+  // large run): a batch's cost stays its own keys', not the run's, and keys the run let go
+  // of pass until the next remaking (a filter only has to pass every key the run holds).
+  enum class filter_upkeep : std::uint8_t { remade, grown };
+
   // A change of a batch: a value for the key, or its erasure (`as` says which kind).
   struct change {
     std::string_view key;
@@ -133,7 +143,9 @@ class packed_run {
     std::vector<ref> refs;
     std::vector<head> heads;
     std::uint64_t generation = 0;
-    std::optional<key_filter> filter;  // over every record's key, if the run keeps one
+    // Over every record's key (and, grown, keys the run held since it was made), if the
+    // run keeps one; the indexes a batch publishes share its filter.
+    std::shared_ptr<const key_filter> filter;
     std::string keys;                  // the first keys the refs view, back to back
 
     index_type() = default;
@@ -184,17 +196,19 @@ class packed_run {
   // With `epochs`, readers may run beside the writer (thread safety, above); the domain must
   // outlive the run and the heap must outlive the domain's reclamation. With
   // `filter_bits_per_key`, the run keeps a key filter (key_filter.hpp) of that many bits a
-  // key, rebuilt from every key at each batch's end: for small runs written once, which a
-  // Get passes mostly on the filter's word.
+  // key, kept as `upkeep` says, so that a Get of a key the run does not hold passes it
+  // mostly on the filter's line.
   packed_run(const alloc::pool& pool, heap& h, head_word* head, word_place head_place,
              std::size_t node_bytes, alloc::epoch_domain* epochs = nullptr,
-             unsigned filter_bits_per_key = 0)
+             unsigned filter_bits_per_key = 0,
+             filter_upkeep upkeep = filter_upkeep::remade)
       : pool_(pool),
         heap_(h),
         head_(head),
         head_place_(head_place),
         node_bytes_(node_bytes),
         filter_bits_per_key_(filter_bits_per_key),
+        upkeep_(upkeep),
         epochs_(epochs),
         index_(new index_type{}) {}
   packed_run(const packed_run&) = delete;
@@ -211,6 +225,7 @@ class packed_run {
     std::vector<ref> refs;
     Status s = walk(mark_live, &refs);
     if (!s.ok()) refs.clear();
+    if (grows()) grown_ = filter_of(refs, 0);
     publish(std::move(refs));
     made_keys_.clear();
     return s;
@@ -224,6 +239,7 @@ class packed_run {
     for (const ref& r : current().refs) retired_.push_back(r.at);
     settle();
     durable<Policy, Mode>::complete();
+    grown_.reset();
     publish({});
   }
 
@@ -260,17 +276,26 @@ class packed_run {
   // The value of `key` into *value: OK, NotFound (no record of the key, or a record of its
   // erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
+    return get(key, key_hash(key), value, verify);
+  }
+  // The same, for a key of key_hash `hash` (a Get that asks several runs hashes it once).
+  Status get(std::string_view key, std::uint32_t hash, std::string* value,
+             bool verify = true) const {
     packed_kind kind{};
-    Status s = find(key, value, &kind, verify);
+    Status s = find(key, hash, value, &kind, verify);
     return s.ok() && kind == packed_kind::erasure ? Status::NotFound("") : s;
   }
   // The record of `key`: OK with its kind into *kind and its value (empty for an erasure)
   // into *value, NotFound if the run holds no record of the key, or Corruption.
   Status find(std::string_view key, std::string* value, packed_kind* kind,
               bool verify = true) const {
+    return find(key, key_hash(key), value, kind, verify);
+  }
+  Status find(std::string_view key, std::uint32_t hash, std::string* value, packed_kind* kind,
+              bool verify = true) const {
     const index_type& ix = current();
     if (ix.refs.empty()) return Status::NotFound("");
-    if (ix.filter && !ix.filter->may_contain(key_hash(key))) return Status::NotFound("");
+    if (ix.filter && !ix.filter->may_contain(hash)) return Status::NotFound("");
     return find_in(ix, key, value, kind, verify);
   }
   // The same, for a key that may_hold(key_hash(key)) passed: without the filter's test.
@@ -445,6 +470,8 @@ class packed_run {
     // changed; it stays the batch's own until the batch ends, whatever it publishes.
     const index_type* base = &current();
     const std::vector<ref>& index = base->refs;
+    // Before any publication of the batch: its indexes name its records' nodes.
+    if (grows()) grown_ = grow(*base, changes);
     std::vector<ref> out;
     out.reserve(index.size() + 1);
     Status status;
@@ -573,7 +600,11 @@ class packed_run {
   void publish(std::vector<ref> refs, const index_type* keep = nullptr) {
     const index_type* old = index_.load(std::memory_order_relaxed);
     auto* made = new index_type(std::move(refs), old->generation + 1);
-    if (filter_bits_per_key_ != 0) made->filter = filter_of(made->refs);
+    if (grows()) {
+      made->filter = grown_;
+    } else if (filter_bits_per_key_ != 0) {
+      made->filter = filter_of(made->refs, 0);
+    }
     index_.store(made, std::memory_order_release);
     if (old != keep) retire(old);
     if (epochs_ == nullptr) return;
@@ -597,27 +628,50 @@ class packed_run {
   }
   // An index no longer published: to the epoch domain, or deleted without one.
   void retire(const index_type* old) { retire_object(epochs_, old); }
+  bool grows() const { return filter_bits_per_key_ != 0 && upkeep_ == filter_upkeep::grown; }
+  // Whether a change leaves a record of its key (a value, or a recorded erasure).
+  static bool leaves_record(const change& c) { return !c.erase || c.as == erase_as::record; }
+  // A grown filter for a batch from `base`: base's, copied, with the keys of the records
+  // `changes` leave added; or, when those adds would pass what it was made for (or base has
+  // none), one made anew from base's records and theirs. None if a node cannot be read.
+  std::shared_ptr<const key_filter> grow(const index_type& base,
+                                         std::span<const change> changes) const {
+    const auto adds = static_cast<std::size_t>(std::count_if(changes.begin(), changes.end(),
+                                                             leaves_record));
+    std::shared_ptr<key_filter> made;
+    if (base.filter && base.filter->added() + adds <= base.filter->capacity()) {
+      made = std::make_shared<key_filter>(*base.filter);
+    } else if (!(made = filter_of(base.refs, adds))) {
+      return nullptr;
+    }
+    for (const change& c : changes) {
+      if (leaves_record(c)) made->add(key_hash(c.key));
+    }
+    return made;
+  }
   // A filter over the keys of the records of the nodes `refs` names, erasures too (a tier's
   // Get must find an erasure to stop at it), or none if one of them cannot be read (then
-  // Gets read the nodes, and report the damage where they meet it).
-  std::optional<key_filter> filter_of(const std::vector<ref>& refs) const {
+  // Gets read the nodes, and report the damage where they meet it). Made for those keys,
+  // or, grown, for them and `adds` more, and half as many again.
+  std::shared_ptr<key_filter> filter_of(const std::vector<ref>& refs, std::size_t adds) const {
     std::vector<view> views;
     views.reserve(refs.size());
     std::size_t keys = 0;
     for (const ref& r : refs) {
       const auto v = view::open(node(r.at), r.at, r.bytes, false);
-      if (!v) return std::nullopt;
+      if (!v) return nullptr;
       views.push_back(*v);
       keys += v->size();
     }
-    key_filter filter(keys, filter_bits_per_key_);
+    const std::size_t room = grows() ? (keys + adds) + (keys + adds) / 2 : keys;
+    auto filter = std::make_shared<key_filter>(room, filter_bits_per_key_);
     std::string key;
     for (const view& v : views) {
       for (std::size_t i = 0; i < v.size(); ++i) {
         const auto r = v.record(i, false);
-        if (!r) return std::nullopt;
+        if (!r) return nullptr;
         key.assign(v.prefix()).append(r->suffix);
-        filter.add(key_hash(key));
+        filter->add(key_hash(key));
       }
     }
     return filter;
@@ -785,6 +839,10 @@ class packed_run {
   word_place head_place_;
   std::size_t node_bytes_;
   unsigned filter_bits_per_key_;
+  filter_upkeep upkeep_;
+  // Grown upkeep: the filter of the batch under way (or of the last), which its indexes
+  // publish.
+  std::shared_ptr<const key_filter> grown_;
   alloc::epoch_domain* epochs_;
   std::size_t slice_bytes_ = 0;  // set_slice_bytes's, or 0: a share of the run
   std::atomic<const index_type*> index_;  // owned; replaced by publish

@@ -84,15 +84,18 @@ class packed_tier {
     durable<Policy, Mode>::flush(r->node_bytes);
   }
 
-  // The tier whose heads are *r, with nodes of `node_bytes` and small runs' key filters of
-  // `filter_bits_per_key`. Call recover() before anything else. With `epochs`, readers may
-  // run beside the writer (thread safety, above).
+  // The tier whose heads are *r, with nodes of `node_bytes` and key filters of
+  // `filter_bits_per_key`: each small run's, remade when it is written, and the large run's,
+  // grown by each merge (packed_run::filter_upkeep), so that a Get of a key the tier does
+  // not hold (most of a write tier's new keys) reads no node. Call recover() before
+  // anything else. With `epochs`, readers may run beside the writer (thread safety, above).
   packed_tier(const alloc::pool& pool, typename run::heap& h, root* r, std::size_t node_bytes,
               alloc::epoch_domain* epochs = nullptr, unsigned filter_bits_per_key = 10)
       : pool_(pool),
         root_(r),
         node_bytes_(node_bytes),
-        large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs),
+        large_(pool, h, &r->large, place_of(pool, &r->large), node_bytes, epochs,
+               filter_bits_per_key, run::filter_upkeep::grown),
         epochs_(epochs),
         filter_bits_per_key_(filter_bits_per_key) {
     for (auto& head : r->small) {
@@ -245,7 +248,8 @@ class packed_tier {
   // newest record is an erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
     const std::uint32_t occupied = occupied_.load(std::memory_order_acquire);
-    const std::uint32_t hash = occupied != 0 ? key_hash(key) : 0;
+    const std::uint32_t hash = key_hash(key);
+    large_.prefetch_filter(hash);  // its line comes while the small runs are asked
     const key_filter* front = occupied != 0 ? front_.load(std::memory_order_acquire) : nullptr;
     if (occupied != 0 && (front == nullptr || front->may_contain(hash))) {
       for (std::uint32_t m = occupied; m != 0; m &= m - 1) {
@@ -262,7 +266,7 @@ class packed_tier {
         return s.ok() && kind == packed_kind::erasure ? Status::NotFound("") : s;
       }
     }
-    return large_.get(key, value, verify);
+    return large_.get(key, hash, value, verify);
   }
 
   // The tier's keys in order, each with its value (the newest run's record), past the keys
