@@ -326,6 +326,10 @@ class engine final : public DB, private transaction_host {
     s.merges = merges_.load(std::memory_order_relaxed);
     s.merged_keys = merged_keys_.load(std::memory_order_relaxed);
     s.merge_errors = merge_errors_.load(std::memory_order_relaxed);
+    {
+      std::lock_guard lock(merge_error_mutex_);
+      s.merge_error = merge_error_;
+    }
     s.pool_size = storage_->size();
     s.pool_used = storage_->used();
     s.granularity = storage_->granularity();
@@ -482,7 +486,9 @@ class engine final : public DB, private transaction_host {
   // an operation of this engine; a writable store of format 4.
   Status TEST_merge(std::size_t limit, std::size_t* moved, std::uint64_t lag = 0) {
     std::lock_guard lock(merge_mutex_);
-    return merge_round(limit, lag, moved);
+    Status s = merge_round(limit, lag, moved);
+    note_merge(s);
+    return s;
   }
 
   // Test hook: a reclamation pass after every `n`th combining pass (0: only when due), so
@@ -1500,23 +1506,28 @@ class engine final : public DB, private transaction_host {
           std::lock_guard merging(merge_mutex_);
           for (int round = 0; round < kMergeRounds; ++round) {
             std::size_t moved = 0;
-            if (Status s = merge_round(kMergeKeys, lag, &moved); !s.ok()) {
-              merge_errors_.fetch_add(1, std::memory_order_relaxed);
-              break;
-            }
+            const Status s = merge_round(kMergeKeys, lag, &moved);
+            note_merge(s);
+            if (!s.ok()) break;
             if (moved < kMergeKeys / 2 && merge_from_.empty()) break;
             if (stop_requested()) break;
           }
           // Writes paused: the small runs go into the large run, so that reads meet one run.
           if (lag == 0 && tier_->small_runs() != 0 && !stop_requested()) {
-            if (Status s = tier_->merge(); !s.ok()) {
-              merge_errors_.fetch_add(1, std::memory_order_relaxed);
-            }
+            const Status s = tier_->merge();
+            note_merge(s.ok() ? s : with_path(s));
           }
         }
         lock.lock();
       }
     });
+  }
+  // What a merge of the thread came to, for Stats: a failure is counted, and its error is
+  // Stats::merge_error until a merge succeeds.
+  void note_merge(const Status& s) {
+    std::lock_guard lock(merge_error_mutex_);
+    if (!s.ok()) merge_errors_.fetch_add(1, std::memory_order_relaxed);
+    merge_error_ = s.ok() ? std::string() : s.ToString();
   }
   bool stop_requested() {
     std::lock_guard lock(merger_mutex_);
@@ -1780,6 +1791,8 @@ class engine final : public DB, private transaction_host {
   bool stop_merger_ = false;  // under merger_mutex_
   std::mutex merge_mutex_;    // one merge at a time (the tier has one writer)
   std::string merge_from_;    // where the next merge looks first ("": the first key); merge_mutex_
+  std::mutex merge_error_mutex_;
+  std::string merge_error_;   // the thread's last merge's error, if it failed; merge_error_mutex_
   // Raised by every merge before it removes an entry, to an odd value, and again once the
   // last has left, to an even one (iterator.hpp, invariant (3)); on a line of its own, as
   // every iterator's move reads it twice.
