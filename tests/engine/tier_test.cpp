@@ -742,10 +742,11 @@ TEST(EngineMergeConcurrencyTest, ScansBothWaysBesideDeletesMeetEveryKeptKeyOnce)
 }
 
 // A merge that fails says why: Stats::merge_error holds its status (merge_errors counts it)
-// until a merge succeeds, and no key is lost meanwhile. Keys A (values of a tier node's
-// block size), then B, then (after a snapshot that holds A's first versions as A is
-// written again) keys with large values and then small ones until writes find no room: a
-// merge of B's keys, the only ones it may move, has no room for the tier's nodes. A merge
+// until a merge succeeds, and no key is lost meanwhile. Keys B (first in key order), then A
+// (values of a tier node's block size), then (after a snapshot that holds A's first
+// versions as A is written again) keys with large values and then small ones until writes
+// find no room: a merge of B's keys, the only ones it may move, has no room for the tier's
+// nodes. Every key is checked by reads_match over all the keys put. A merge
 // that then finds nothing it may move (every version within its lag) succeeds, as the
 // merge thread's do once the list holds no key to move, and the error goes.
 TYPED_TEST(EngineTierTest, AFailedMergeSaysWhyInStatsUntilOneSucceeds) {
@@ -754,41 +755,21 @@ TYPED_TEST(EngineTierTest, AFailedMergeSaysWhyInStatsUntilOneSucceeds) {
   auto db = open_in<TypeParam>(memory);
   ASSERT_NE(db, nullptr);
   kv_map expected;
-  const auto put = [&](const std::string& key, const std::string& value) {
-    const Status s = db->Put(key, value);
-    if (s.ok()) expected[key] = value;
+  std::uint64_t written = 0;  // keys key_at(0 .. written-1), in the order they are put
+  const auto put = [&](std::uint64_t i, const std::string& value) {
+    const Status s = db->Put(key_at(i), value);
+    if (s.ok()) expected[key_at(i)] = value;
     return s;
   };
-  // Every key by Get, and a scan of the whole store, against `expected`.
-  const auto all_read_back = [&]() -> ::testing::AssertionResult {
-    std::string got;
-    for (const auto& [k, v] : expected) {
-      if (const Status s = db->Get(k, &got); !s.ok() || got != v) {
-        return ::testing::AssertionFailure() << "Get " << k << ": " << s.ToString();
-      }
-    }
-    auto it = db->NewIterator(ReadOptions{});
-    auto want = expected.begin();
-    for (it->SeekToFirst(); it->Valid(); it->Next(), ++want) {
-      if (want == expected.end() || it->key() != want->first || it->value() != want->second) {
-        return ::testing::AssertionFailure() << "the scan differs at " << std::string(it->key());
-      }
-    }
-    if (!it->status().ok() || want != expected.end()) {
-      return ::testing::AssertionFailure() << "the scan ended early: " << it->status().ToString();
-    }
-    return ::testing::AssertionSuccess();
-  };
+  // B first in key order, where the merge's walk starts.
   const std::string value(64, 'v'), large(4000, 'l');
-  for (std::uint64_t i = 0; i < kA; ++i) ASSERT_TRUE(put("z" + key_at(i), large).ok());
-  for (std::uint64_t i = 0; i < kB; ++i) ASSERT_TRUE(put("b" + key_at(i), value).ok());
+  for (; written < kB; ++written) ASSERT_TRUE(put(written, value).ok());
+  for (; written < kB + kA; ++written) ASSERT_TRUE(put(written, large).ok());
   const Snapshot* snapshot = db->GetSnapshot();
-  for (std::uint64_t i = 0; i < kA; ++i) ASSERT_TRUE(put("z" + key_at(i), large + "2").ok());
+  for (std::uint64_t i = kB; i < kB + kA; ++i) ASSERT_TRUE(put(i, large + "2").ok());
   for (const std::string* fill : {&large, &value}) {
     Status full;
-    for (std::uint64_t i = 0; full.ok() && i < 1000000; ++i) {
-      full = put((fill == &large ? "y" : "c") + key_at(i), *fill);
-    }
+    while (full.ok() && written < 1000000) full = put(written++, *fill);
     ASSERT_TRUE(full.IsNoSpace()) << full.ToString();
   }
   EXPECT_EQ(db->GetStats().merge_error, "");
@@ -801,14 +782,15 @@ TYPED_TEST(EngineTierTest, AFailedMergeSaysWhyInStatsUntilOneSucceeds) {
   EXPECT_EQ(stats.merge_errors, 1u);
   EXPECT_EQ(stats.merge_error, failed.ToString());
   EXPECT_TRUE(stats.merge_error.starts_with("NoSpace: ")) << stats.merge_error;
-  EXPECT_TRUE(all_read_back()) << "after the failed merge";
+  std::mt19937_64 rng(5);
+  EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, written)) << "after the failed merge";
 
   ASSERT_TRUE(e->TEST_merge(kB, &moved, UINT64_MAX).ok());
   EXPECT_EQ(moved, 0u);
   stats = db->GetStats();
   EXPECT_EQ(stats.merge_errors, 1u);
   EXPECT_EQ(stats.merge_error, "") << "a merge succeeded";
-  EXPECT_TRUE(all_read_back()) << "after the merge";
+  EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, written)) << "after the merge";
   db->ReleaseSnapshot(snapshot);
 }
 

@@ -368,7 +368,6 @@ class engine final : public DB, private transaction_host {
   // Test hook: a writer waits in a slot for a pass.
   bool TEST_advertised() const { return combiner_.advertised(); }
 
-
   // Test hook: `f(n)` runs on the merging thread, under the combiner lock, while each merge
   // removes its keys from the list: after moves() turned odd and n keys were handled (each
   // left, or was kept as written since), for n from 0 to the merge's count. A test reads the

@@ -52,10 +52,9 @@ class key_filter {
   // side by side.
   void prefetch(std::uint32_t hash) const { __builtin_prefetch(&blocks_[block_of(hash)]); }
   std::size_t bytes() const { return blocks_.size() * sizeof(block); }
-  // The keys it was made for: past them, more keys pass that it does not hold.
-  std::size_t capacity() const { return keys_; }
-  // The adds so far (a key added twice counts twice).
-  std::size_t added() const { return added_; }
+  // Whether `more` adds keep it within what it was made for (a key added twice counts
+  // twice): a filter that is to take more keys is copied while they fit, else made anew.
+  bool has_room(std::size_t more) const { return added_ + more <= keys_; }
 
  private:
   static constexpr std::size_t kBlockBits = 512;
@@ -73,7 +72,7 @@ class key_filter {
     return z ^ (z >> 31);
   }
 
-  std::size_t keys_;
+  std::size_t keys_;  // made for: past them, more keys pass that it does not hold
   std::size_t added_ = 0;
   std::vector<block> blocks_;
 };

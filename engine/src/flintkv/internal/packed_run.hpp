@@ -639,7 +639,7 @@ class packed_run {
     const auto adds = static_cast<std::size_t>(std::count_if(changes.begin(), changes.end(),
                                                              leaves_record));
     std::shared_ptr<key_filter> made;
-    if (base.filter && base.filter->added() + adds <= base.filter->capacity()) {
+    if (base.filter && base.filter->has_room(adds)) {
       made = std::make_shared<key_filter>(*base.filter);
     } else if (!(made = filter_of(base.refs, adds))) {
       return nullptr;

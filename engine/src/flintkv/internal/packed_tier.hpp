@@ -482,7 +482,7 @@ class packed_tier {
     if (filter_bits_per_key_ == 0) return;
     const key_filter* old = front_.load(std::memory_order_relaxed);
     key_filter* made;
-    if (old != nullptr && old->capacity() >= front_hashes_.size()) {
+    if (old != nullptr && old->has_room(added)) {
       made = new key_filter(*old);
       for (std::size_t i = front_hashes_.size() - added; i < front_hashes_.size(); ++i) {
         made->add(front_hashes_[i]);
