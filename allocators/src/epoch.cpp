@@ -18,9 +18,9 @@ epoch_core::~epoch_core() {
   for (const orphan& o : orphans_) o.item.reclaim(o.item);
 }
 
-void epoch_core::retire(epoch_record& r, const retired& item) {
-  // The fence orders the caller's unlink before the epoch read: any reader that can still
-  // see the object announced an epoch no later than the stamp.
+std::vector<retired>& epoch_core::bag_for_retiring(epoch_record& r) {
+  // The fence orders the caller's unlinks before the epoch read: any reader that can still
+  // see the objects announced an epoch no later than the stamp.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   const std::uint64_t e = global_.load(std::memory_order_relaxed);
   const std::size_t slot = e % 3;
@@ -29,9 +29,14 @@ void epoch_core::retire(epoch_record& r, const retired& item) {
     reclaim(r.bags[slot]);
     r.bag_epoch[slot] = e;
   }
-  r.bags[slot].push_back(item);
-  pending_.fetch_add(1, std::memory_order_relaxed);
-  if (++r.since_collect >= collect_every) collect(r);
+  return r.bags[slot];
+}
+
+void epoch_core::count_retired(epoch_record& r, std::size_t n) {
+  pending_.fetch_add(n, std::memory_order_relaxed);
+  if (n >= collect_every || (r.since_collect += static_cast<std::uint32_t>(n)) >= collect_every) {
+    collect(r);
+  }
 }
 
 std::size_t epoch_core::collect(epoch_record& r) {

@@ -51,6 +51,42 @@ TEST_F(EpochTest, NothingIsReclaimedWhileAnEarlierPinHolds) {
   EXPECT_EQ(domain_.pending(), 0u);
 }
 
+// Blocks retired together (one fence, one stamp) wait for a reader pinned before them as
+// one retirement does, and all go back to their allocator once it unpins.
+TEST_F(EpochTest, BlocksRetiredTogetherWaitForEarlierPins) {
+  alloc::node_allocator nodes;
+  constexpr std::size_t n = 100, bytes = 48;
+  std::vector<alloc::node_block> blocks;
+  for (std::size_t i = 0; i < n; ++i) blocks.push_back({nodes.allocate(bytes), bytes});
+  auto retired_one = [&](void* p) {
+    for (const alloc::node_block& b : blocks) {
+      if (b.node == p) return true;
+    }
+    return false;
+  };
+  gate pinned, release;
+  std::thread reader([&] {
+    auto g = domain_.pin();
+    pinned.open();
+    release.wait();
+  });
+  pinned.wait();
+  domain_.retire(nodes, blocks);
+  collect_a_while();
+  EXPECT_EQ(domain_.pending(), n) << "reclaimed while a reader pinned before them holds";
+  std::vector<void*> fresh;
+  for (std::size_t i = 0; i < n; ++i) fresh.push_back(nodes.allocate(bytes));
+  for (void* p : fresh) EXPECT_FALSE(retired_one(p)) << "a retired block was handed out";
+  release.open();
+  reader.join();
+  collect_a_while();
+  EXPECT_EQ(domain_.pending(), 0u);
+  std::size_t back = 0;
+  for (std::size_t i = 0; i < n; ++i) back += retired_one(nodes.allocate(bytes)) ? 1 : 0;
+  EXPECT_EQ(back, n) << "every block retired together went back to the allocator";
+  for (void* p : fresh) nodes.deallocate(p, bytes);
+}
+
 TEST_F(EpochTest, InnerUnpinDoesNotReleaseAnOuterPin) {
   gate pinned, release;
   std::thread reader([&] {

@@ -9,6 +9,7 @@
 //   }
 //   unlink(node);                     // writers: make the node unreachable first, then
 //   domain.retire(nodes, node, size); // hand it to the domain (node_allocator block)
+//   domain.retire(nodes, blocks);     // or many blocks, behind one fence
 //   domain.retire(heap, block);       // or a persistent block, back to its allocator
 //
 // Reclamation runs on retiring threads (every 32 retirements) and in collect(). Objects
@@ -25,10 +26,13 @@
 // everything still retired, so the allocators used by deleters must outlive it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "allocators/internal/epoch_core.hpp"
 #include "allocators/node_allocator.hpp"
@@ -36,6 +40,12 @@
 #include "allocators/pptr.hpp"
 
 namespace alloc {
+
+// A node_allocator block: where it is, and the size it was allocated with.
+struct node_block {
+  void* node;
+  std::size_t bytes;
+};
 
 class epoch_domain {
  public:
@@ -79,11 +89,20 @@ class epoch_domain {
   }
   // Returns a node_allocator block (of `bytes`, as allocated) once it is safe.
   void retire(node_allocator& nodes, void* node, std::size_t bytes) {
-    retire_item({[](const detail::retired& r) noexcept {
-                   static_cast<node_allocator*>(r.context)
-                       ->deallocate(reinterpret_cast<void*>(r.object), r.size);
-                 },
-                 nullptr, &nodes, reinterpret_cast<std::uintptr_t>(node), bytes});
+    retire_item(node_item(nodes, {node, bytes}));
+  }
+  // Returns node_allocator blocks once it is safe, all behind one fence (a retirement of
+  // each costs one); unlinked before the call, as one retirement's. Throws std::bad_alloc
+  // with none of them retired.
+  void retire(node_allocator& nodes, std::span<const node_block> blocks) {
+    if (blocks.empty()) return;
+    detail::epoch_record& r = *record();
+    std::vector<detail::retired>& bag = core_->bag_for_retiring(r);
+    if (bag.capacity() - bag.size() < blocks.size()) {
+      bag.reserve(std::max(bag.size() + blocks.size(), 2 * bag.capacity()));
+    }
+    for (const node_block& b : blocks) bag.push_back(node_item(nodes, b));
+    core_->count_retired(r, blocks.size());
   }
   // Frees a persistent block once it is safe. REQUIRES: its unlink is durable.
   template <class Policy>
@@ -107,6 +126,13 @@ class epoch_domain {
     return detail::thread_state<detail::epoch_record>(*core_);
   }
   void retire_item(const detail::retired& item) { core_->retire(*record(), item); }
+  static detail::retired node_item(node_allocator& nodes, const node_block& b) noexcept {
+    return {[](const detail::retired& r) noexcept {
+              static_cast<node_allocator*>(r.context)
+                  ->deallocate(reinterpret_cast<void*>(r.object), r.size);
+            },
+            nullptr, &nodes, reinterpret_cast<std::uintptr_t>(b.node), b.bytes};
+  }
 
   std::shared_ptr<detail::epoch_core> core_;
 };

@@ -61,7 +61,16 @@ class epoch_core final : public per_thread_owner {
     if (--r.nesting == 0) r.announced.store(0, std::memory_order_release);
   }
 
-  void retire(epoch_record& r, const retired& item);
+  void retire(epoch_record& r, const retired& item) {
+    bag_for_retiring(r).push_back(item);
+    count_retired(r, 1);
+  }
+  // Retirements of many objects behind one fence: the bag that takes what this thread
+  // retires now (after the fence that orders the caller's unlinks before the epoch read),
+  // then count_retired(r, n) once n items are in it. REQUIRES: nothing else runs on r's
+  // bags between the two.
+  std::vector<retired>& bag_for_retiring(epoch_record& r);
+  void count_retired(epoch_record& r, std::size_t n);
   // Advances the epoch if it can, and reclaims what this thread (and exited threads)
   // retired long enough ago. Returns the number of objects reclaimed.
   std::size_t collect(epoch_record& r);
@@ -80,9 +89,10 @@ class epoch_core final : public per_thread_owner {
   std::size_t reclaim(std::vector<retired>& bag) noexcept;
   std::size_t reclaim_orphans();
 
-  std::atomic<std::uint64_t> global_{1};
+  // Every pin reads global_: its line holds nothing the retiring threads write.
+  alignas(64) std::atomic<std::uint64_t> global_{1};
   std::atomic<epoch_record*> records_{nullptr};
-  std::atomic<std::uint64_t> pending_{0};
+  alignas(64) std::atomic<std::uint64_t> pending_{0};
   std::mutex orphans_mutex_;
   std::vector<orphan> orphans_;
   std::atomic<bool> has_orphans_{false};

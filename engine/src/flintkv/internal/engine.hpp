@@ -1349,7 +1349,10 @@ class engine final : public DB, private transaction_host {
       }
       std::vector<node_offset> freed;
       freed.reserve(picks.size());
-      combiner_.locked([&] { unlink_merged(picks, &freed); });
+      std::vector<alloc::node_block> retiring;
+      retiring.reserve(picks.size());
+      combiner_.locked([&] { unlink_merged(picks, &freed, &retiring); });
+      storage_->retire_dram(retiring);
       free_after_readers(freed);
       *moved = freed.size();
       return Status::OK();
@@ -1417,9 +1420,11 @@ class engine final : public DB, private transaction_host {
   }
 
   // A merge's (c) under the lock: the claimed keys still at their chosen version leave the
-  // index and the list, their nodes in *freed. REQUIRES: the combiner lock; freed has room
-  // for every pick.
-  void unlink_merged(std::vector<merge_pick>& picks, std::vector<node_offset>* freed) {
+  // index and the list, their nodes in *freed and their entries in *retiring (retired by
+  // the caller once the lock is free: reclaimer::move_out). REQUIRES: the combiner lock;
+  // freed and retiring have room for every pick.
+  void unlink_merged(std::vector<merge_pick>& picks, std::vector<node_offset>* freed,
+                     std::vector<alloc::node_block>* retiring) {
     // The unlinks go through the list as it is durable (as reclamation's: reclaim()).
     if (weak_window_open()) end_weak_window();
     moves_.fetch_add(1, std::memory_order_seq_cst);  // odd: entries are leaving
@@ -1433,7 +1438,7 @@ class engine final : public DB, private transaction_host {
           e->older().load(std::memory_order_relaxed) != nullptr || e->queued() != 0) {
         continue;  // written since: the list keeps the key, over the tier's older value
       }
-      freed->push_back(reclaimer_.move_out(*index_, e));
+      freed->push_back(reclaimer_.move_out(*index_, e, retiring));
       if (!v.tombstone) ++live;
     }
     if (test_in_unlinks_) test_in_unlinks_(picks.size());

@@ -294,7 +294,7 @@ class reclaimer {
       for (const dropped& d : pending_) storage_.free(d.offset);
       pending_.clear();
     }
-    for (const retiree& r : retired_) storage_.retire_dram(r.memory, r.bytes);
+    storage_.retire_dram(retired_);
     retired_.clear();
     passes_.fetch_add(1, std::memory_order_relaxed);
     versions_.fetch_add(done.versions, std::memory_order_relaxed);
@@ -305,14 +305,16 @@ class reclaimer {
   // A merge's removal of a key the packed tier now holds (docs/engine-design.md, "The engine
   // over the packed tier", Order of a merge (c)): `entry`, whose only version is its newest,
   // leaves the index, and its predecessor's oldest node skips its node (one link, written
-  // back, not fenced). The entry is retired through the epoch domain; the node is returned:
-  // readers pinned now may still read it, so the caller frees it only after a fence and
-  // once they are gone. REQUIRES: the combiner lock; entry->queued() == 0; no older version.
-  node_offset move_out(key_index& index, inode* entry) {
+  // back, not fenced). The entry goes to *retiring, for the caller to retire through the
+  // epoch domain with the rest of the merge's (one fence for all: Storage::retire_dram); the
+  // node is returned: readers pinned now may still read either, so the caller frees the node
+  // only after a fence and once they are gone. REQUIRES: the combiner lock;
+  // entry->queued() == 0; no older version; room in *retiring.
+  node_offset move_out(key_index& index, inode* entry, std::vector<alloc::node_block>* retiring) {
     const node_offset moved{entry->unlocked_newest().pnode};
     inode* pred = index.remove(entry);
     link(node_offset{pred->tail_pnode()}, successor(moved));  // (1)
-    storage_.retire_dram(entry, entry->size());
+    retiring->push_back({entry, entry->size()});
     return moved;
   }
 
@@ -329,7 +331,7 @@ class reclaimer {
   void clear() {
     queue_.clear();
     parked_.clear();
-    for (const retiree& r : kept_removed_) storage_.dram_free(r.memory, r.bytes);
+    for (const alloc::node_block& b : kept_removed_) storage_.dram_free(b.node, b.bytes);
     kept_removed_.clear();
   }
 
@@ -354,10 +356,6 @@ class reclaimer {
   };
   struct dropped {
     node_offset offset;
-  };
-  struct retiree {
-    void* memory;
-    std::size_t bytes;
   };
 
   // Makes room in the bookkeeping for everything `entry` may drop, before anything is
@@ -490,8 +488,8 @@ class reclaimer {
   std::deque<mark> marks_;
   std::optional<std::uint64_t> settled_;
   std::vector<dropped> pending_;
-  std::vector<retiree> retired_;
-  std::vector<retiree> kept_removed_;  // TEST_keep_removed_entries
+  std::vector<alloc::node_block> retired_;
+  std::vector<alloc::node_block> kept_removed_;  // TEST_keep_removed_entries
   std::atomic<bool> keep_removed_{false};
   std::atomic<std::uint64_t> versions_{0}, bytes_{0}, passes_{0}, last_watermark_{0};
 };

@@ -162,6 +162,8 @@ class storage {
   }
   // Frees DRAM that readers may still hold once none can (epoch.hpp).
   void retire_dram(void* p, std::size_t bytes) { epochs_.retire(dram_, p, bytes); }
+  // The same for many blocks, behind one fence. Throws std::bad_alloc, none retired.
+  void retire_dram(std::span<const alloc::node_block> blocks) { epochs_.retire(dram_, blocks); }
   // The DRAM allocator itself, for structures that retire what they free (the index's tree).
   alloc::node_allocator& dram() { return dram_; }
   // The readers' epochs: every reader of the index runs pinned.
