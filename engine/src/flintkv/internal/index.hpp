@@ -237,6 +237,9 @@ static_assert(alignof(inode) >= 2);  // the point table's erased marker is no en
 // of the tree. It is an accelerator, never the truth: a lookup that finds nothing (or finds
 // a removed entry) is answered by a search, so a slot the table could not take, a probe
 // that raced an erase or a reader still on a replaced table cost time, not correctness.
+// Except where the miss is sure (find's `absent`): while every live entry has a slot and no
+// slot moved during the probe, a miss means the index has no live entry of the key, and a
+// Get of a key only the packed tier holds (most keys, once merges run) skips the descent.
 //
 // A slot is two words, in one 16-byte unit:
 //  - the entry word: the top 21 bits of the key's hash, then the entry's address divided by
@@ -312,13 +315,31 @@ class point_table {
   static std::uint64_t hash_of(std::string_view key) { return key_hash(key) >> (32 - kHashBits); }
 
   // The entry of `key` if the table holds it and it is not removed, else nullptr (the
-  // caller searches). REQUIRES: pinned in the epoch domain given to insert().
-  inode* find(std::string_view key, std::uint64_t hash) const {
-    const table* t = table_.load(std::memory_order_acquire);
-    if (t == nullptr) return nullptr;
-    if (inode* n = find_in(t, key, hash); n != nullptr) return n;
-    const table* d = draining_.load(std::memory_order_acquire);
-    return d == nullptr ? nullptr : find_in(d, key, hash);
+  // caller searches). With `absent`, *absent tells whether the miss is sure: every live
+  // entry of the index has a slot (none was left out), no slot moved between the tables
+  // while the lookup probed (moves_), and no slot of the key named a removed entry. Then no
+  // search can find a live entry of the key either: one linked before the caller read the
+  // visible version has its slot already (insert), and one on its way out has left the
+  // table first (invariant (6)), its key answered elsewhere (the tier, or its delete).
+  // REQUIRES: pinned in the epoch domain given to insert().
+  inode* find(std::string_view key, std::uint64_t hash, bool* absent = nullptr) const {
+    const std::uint64_t moves = moves_.load(std::memory_order_acquire);
+    bool removed = false;
+    inode* n = nullptr;
+    if (const table* t = table_.load(std::memory_order_acquire); t != nullptr) {
+      n = find_in(t, key, hash, &removed);
+      if (n == nullptr) {
+        const table* d = draining_.load(std::memory_order_acquire);
+        if (d != nullptr) n = find_in(d, key, hash, &removed);
+      }
+    }
+    if (absent != nullptr) {
+      std::atomic_thread_fence(std::memory_order_acquire);  // the probes before the re-read
+      *absent = n == nullptr && !removed && (moves & 1) == 0 &&
+                moves_.load(std::memory_order_relaxed) == moves &&
+                complete_.load(std::memory_order_relaxed);
+    }
+    return n;
   }
 
   // The newest word of `key`'s slot, or 0 if the table has none (the caller asks the
@@ -370,12 +391,12 @@ class point_table {
   // newest version. REQUIRES: the combiner lock. Without DRAM to grow the table, or at an
   // address a slot cannot hold, `n` is left out (lookups of it fall back to the search).
   void insert(inode* n, alloc::epoch_domain& epochs) {
-    if (!holdable(n)) return;
+    if (!holdable(n)) return leave_out();
     drain(epochs);
     table* t = table_.load(std::memory_order_relaxed);
     if (t == nullptr || (t->used + t->erased + 1) * kLoadDen > t->capacity * kMaxLoad) {
       t = regrow(epochs, size() + 1);
-      if (t == nullptr) return;
+      if (t == nullptr) return leave_out();
     }
     place(*t, slot_of(n, hash_of(n->key())), newest_word(n->unlocked_newest()));
     if (spare_wanted_.load(std::memory_order_relaxed) == 0 &&
@@ -421,7 +442,8 @@ class point_table {
   // level 0 (recovery, after the bulk build). REQUIRES: the index is not shared yet.
   void build(const inode* first, std::size_t entries) {
     table* t = make(capacity_for(entries));
-    if (t == nullptr) return;
+    if (t == nullptr) return leave_out();
+    bool complete = true;
     // Each slot's home is a miss in a table of 32 bytes per entry: requested kAhead
     // entries before the slot is placed, so that the misses overlap.
     constexpr std::size_t kAhead = 16;
@@ -430,7 +452,10 @@ class point_table {
     } ring[kAhead];
     std::size_t queued = 0;
     for (const inode* n = first; n != nullptr; n = n->load_next()) {
-      if (!holdable(n)) continue;
+      if (!holdable(n)) {
+        complete = false;
+        continue;
+      }
       const std::uint64_t slot = slot_of(n, hash_of(n->key()));
       __builtin_prefetch(t->address_of(t->home(slot >> kAddressBits)), 1);
       pending& p = ring[queued % kAhead];
@@ -443,7 +468,15 @@ class point_table {
     }
     destroy(draining_.exchange(nullptr, std::memory_order_acq_rel));
     destroy(table_.exchange(t, std::memory_order_acq_rel));
+    complete_.store(complete, std::memory_order_relaxed);
   }
+
+  // Notes that a live entry has no slot (insert could not place it): from then on no miss
+  // is sure (find's `absent`), until recovery builds a new table. REQUIRES: the combiner
+  // lock, before the entry's version is visible (or no reader yet).
+  void leave_out() noexcept { complete_.store(false, std::memory_order_relaxed); }
+  // Whether every live entry has a slot (no insert left one out).
+  bool complete() const { return complete_.load(std::memory_order_relaxed); }
 
   // The home slot of `hash`, for prefetching before a lookup. May be nullptr.
   const void* home_of(std::uint64_t hash) const {
@@ -555,15 +588,18 @@ class point_table {
   // The index of n's slot in t, or kNowhere (no table, or n is not in it).
   static constexpr std::size_t kNowhere = SIZE_MAX;
 
-  // The live entry of `key` in t, or nullptr (none, or it is removed).
-  static inode* find_in(const table* t, std::string_view key, std::uint64_t hash) {
+  // The live entry of `key` in t, or nullptr (none, or it is removed: *removed set).
+  static inode* find_in(const table* t, std::string_view key, std::uint64_t hash,
+                        bool* removed) {
     for (std::size_t i = t->home(hash);; i = t->after(i)) {
       const std::uint64_t w = t->slot(i).load(std::memory_order_acquire);
       if (w == kEmpty) return nullptr;
       if (w == kErased || (w >> kAddressBits) != hash) continue;
       inode* n = entry_of(w);
       if (same_key(n->key(), key)) {
-        return n->removed.load(std::memory_order_acquire) ? nullptr : n;
+        if (!n->removed.load(std::memory_order_acquire)) return n;
+        *removed = true;
+        return nullptr;
       }
     }
   }
@@ -666,6 +702,7 @@ class point_table {
     table* t = take_spare(capacity_for(entries));
     if (t == nullptr) t = make(capacity_for(entries));
     if (t == nullptr) return nullptr;
+    const moving m(*this);  // a probe of the old tables and then the new ones is not sure
     if (current == nullptr) {
       table_.store(t, std::memory_order_release);
       return t;
@@ -692,6 +729,7 @@ class point_table {
     table* d = draining_.load(std::memory_order_relaxed);
     if (d == nullptr) return;
     table& t = *table_.load(std::memory_order_relaxed);
+    const moving m(*this);  // each slot leaves d after it reached t: a probe between misses
     const std::size_t end = std::min(d->capacity, drained_to_ + kDrainSlots);
     for (std::size_t i = drained_to_; i < end; ++i) {
       const std::uint64_t w = d->slot(i).load(std::memory_order_relaxed);
@@ -786,7 +824,33 @@ class point_table {
     }
   }
 
+  // While slots move between tables (drain, regrow), odd: the lookups that ran meanwhile
+  // may have missed a slot on its way (find's `absent`). Nested windows count as one.
+  class moving {
+   public:
+    explicit moving(point_table& p) noexcept : p_(p) {
+      if (p_.moving_depth_++ == 0) {
+        p_.moves_.store(p_.moves_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        std::atomic_thread_fence(std::memory_order_release);  // odd before any slot moves
+      }
+    }
+    ~moving() {
+      if (--p_.moving_depth_ == 0) {
+        p_.moves_.store(p_.moves_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      }
+    }
+    moving(const moving&) = delete;
+    moving& operator=(const moving&) = delete;
+
+   private:
+    point_table& p_;
+  };
+
   std::atomic<table*> table_{nullptr};
+  // Read by every sure lookup beside table_, and written only while a table grows.
+  std::atomic<std::uint64_t> moves_{0};
+  // Whether every live entry has a slot (leave_out()); written rarely.
+  std::atomic<bool> complete_{true};
   // The spare's capacity that the combiner asked for (0: none), and the spare once a writer
   // or the helper made it: both change about once per growth, and sit beside table_, read
   // by every probe.
@@ -803,6 +867,7 @@ class point_table {
   std::atomic<std::uint64_t> handed_{0};
   std::atomic<std::size_t> helper_made_{0}, writers_made_{0};  // for tests
   alloc::helper_thread helper_{[this] { make_wanted_spare(); }};
+  unsigned moving_depth_ = 0;     // combiner only: moving windows open
   bool retired_ = false;         // combiner only: a table was retired since the last collect
   std::size_t since_collect_ = 0;  // combiner only
 };
@@ -930,11 +995,13 @@ class key_index {
     return after;
   }
 
-  // The entry of `key`, or nullptr: from the point table, or where it has none, from a
-  // search. `hash`: hash_of(key), if the caller has it. REQUIRES: pinned.
+  // The entry of `key`, or nullptr: from the point table, or where it has none and its miss
+  // is not sure (point_table::find), from a search. `hash`: hash_of(key), if the caller has
+  // it. REQUIRES: pinned.
   inode* find(std::string_view key) const { return find(key, hash_of(key)); }
   inode* find(std::string_view key, std::uint64_t hash) const {
-    if (inode* n = points_.find(key, hash); n != nullptr) return n;
+    bool absent = false;
+    if (inode* n = points_.find(key, hash, &absent); n != nullptr || absent) return n;
     inode* after = nullptr;
     (void)search(key, &after);
     return after != nullptr && same_key(after->key(), key) ? after : nullptr;
@@ -1007,11 +1074,12 @@ class key_index {
   std::size_t tree_bytes() const { return tree_.bytes(); }
 
   // For tests: the first entry that breaks invariant (5), is missing from the point table
-  // or (unless an insert found no DRAM for it) the tree, or whose newest version its slot's
+  // or the tree (unless an insert found no DRAM for it there), or whose newest version its slot's
   // newest word does not give, described, or "" if none.
   // REQUIRES: no writer; pinned.
   std::string check() const {
     const bool complete = tree_complete_.load(std::memory_order_relaxed);
+    const bool points_complete = points_.complete();
     const inode* pred = head_;
     std::size_t entries = 0;
     for (const inode* n = head_->load_next(); n != nullptr; pred = n, n = n->load_next()) {
@@ -1019,7 +1087,7 @@ class key_index {
       if (n->prev() != pred) {
         return "entry '" + std::string(n->key()) + "': prev() is not its predecessor";
       }
-      if (lookup(n->key()) != n) {
+      if (points_complete && lookup(n->key()) != n) {
         return "entry '" + std::string(n->key()) + "' is not in the point table";
       }
       if (!points_.newest_matches(n)) {
@@ -1030,7 +1098,7 @@ class key_index {
         return "entry '" + std::string(n->key()) + "' is not in the tree";
       }
     }
-    if (points_.size() != entries) {
+    if (points_complete && points_.size() != entries) {
       return "the point table holds " + std::to_string(points_.size()) + " entries, the list " +
              std::to_string(entries);
     }
@@ -1080,6 +1148,13 @@ class key_index {
   }
   void TEST_await_point_helper() const { points_.TEST_await_helper(); }
   std::size_t TEST_point_draining_entries() const { return points_.TEST_draining_entries(); }
+
+  // Test hook: insert() as it goes when the point table has no DRAM for n.
+  void TEST_insert_without_table(inode* n, inode* pred) {
+    link_after(n, pred);
+    if (!tree_.insert(n, {})) tree_complete_.store(false, std::memory_order_relaxed);
+    points_.leave_out();
+  }
 
   // Test hook: insert() as it goes when the tree has no DRAM for n.
   void TEST_insert_without_tree(inode* n, inode* pred) {
