@@ -233,14 +233,18 @@ class engine final : public DB, private transaction_host {
       const std::uint64_t visible = visible_version_.load(std::memory_order_acquire);
       const std::uint64_t vv = options.snapshot != nullptr ? options.snapshot->version() : visible;
       gets_.add();
-      const std::uint64_t hash = key_index::hash_of(key);
+      const std::uint32_t key_hashed = key_hash(key);
+      const std::uint64_t hash = key_index::hash_of(key_hashed);
+      // Most keys are in the tier once merges run: its filters' lines come while the point
+      // table's slot does.
+      if (tier_ != nullptr) tier_->prefetch_for_get(key_hashed);
       if (get_newest(key, hash, vv, value, options.verify_checksums)) {
         io::complete();
         return Status::OK();
       }
       const inode* n = index_->find(key, hash);
       const std::optional<version_ref> v = n != nullptr ? n->visible_at(vv) : std::nullopt;
-      if (!v) return get_from_tier(key, value, options.verify_checksums);
+      if (!v) return get_from_tier(key, key_hashed, value, options.verify_checksums);
       if (v->tombstone) return Status::NotFound(key.substr(0, 64));
       if (options.verify_checksums) {
         if (Status s = verify(n, *v); !s.ok()) return s;
@@ -1585,8 +1589,13 @@ class engine final : public DB, private transaction_host {
   // the tier holds, of every key, a value older than every version the list keeps).
   // REQUIRES: pinned.
   Status get_from_tier(std::string_view key, std::string* value, bool verify) const {
+    return get_from_tier(key, key_hash(key), value, verify);
+  }
+  // The same, for a key of key_hash `key_hashed`.
+  Status get_from_tier(std::string_view key, std::uint32_t key_hashed, std::string* value,
+                       bool verify) const {
     if (tier_ == nullptr) return Status::NotFound(key.substr(0, 64));
-    Status s = tier_->get(key, value, verify);
+    Status s = tier_->get(key, key_hashed, value, verify);
     if (s.ok()) {
       io::complete();
       return s;

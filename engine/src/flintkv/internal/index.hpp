@@ -312,7 +312,9 @@ class point_table {
   point_table& operator=(const point_table&) = delete;
 
   // The bits of `key`'s hash that the table keeps.
-  static std::uint64_t hash_of(std::string_view key) { return key_hash(key) >> (32 - kHashBits); }
+  static std::uint64_t hash_of(std::string_view key) { return hash_of(key_hash(key)); }
+  // The same, from the key's key_hash (a caller that needs both hashes it once).
+  static std::uint64_t hash_of(std::uint32_t key_hash) { return key_hash >> (32 - kHashBits); }
 
   // The entry of `key` if the table holds it and it is not removed, else nullptr (the
   // caller searches). With `absent`, *absent tells whether the miss is sure: every live
@@ -1015,6 +1017,7 @@ class key_index {
 
   // The bits of a key's hash that the point table keeps (find's and newest's `hash`).
   static std::uint64_t hash_of(std::string_view key) { return point_table::hash_of(key); }
+  static std::uint64_t hash_of(std::uint32_t key_hash) { return point_table::hash_of(key_hash); }
 
   // The point table's newest word for the key of hash_of `hash` (point_table::newest: 0
   // for none; else a node the caller checks holds the key). REQUIRES: pinned, and the

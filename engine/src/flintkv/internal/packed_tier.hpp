@@ -247,8 +247,12 @@ class packed_tier {
   // The value of `key` into *value (unless null): OK, NotFound (no run holds a record of it, or the
   // newest record is an erasure), or Corruption.
   Status get(std::string_view key, std::string* value, bool verify = true) const {
+    return get(key, key_hash(key), value, verify);
+  }
+  // The same, for a key of key_hash `hash`.
+  Status get(std::string_view key, std::uint32_t hash, std::string* value,
+             bool verify = true) const {
     const std::uint32_t occupied = occupied_.load(std::memory_order_acquire);
-    const std::uint32_t hash = key_hash(key);
     large_.prefetch_filter(hash);  // its line comes while the small runs are asked
     const key_filter* front = occupied != 0 ? front_.load(std::memory_order_acquire) : nullptr;
     if (occupied != 0 && (front == nullptr || front->may_contain(hash))) {
@@ -267,6 +271,16 @@ class packed_tier {
       }
     }
     return large_.get(key, hash, value, verify);
+  }
+
+  // Requests the lines a get() of a key of key_hash `hash` reads first: the front filter's
+  // and the large run's filter's, for a caller that has a miss of its own to wait on
+  // before it asks the tier (the engine's list). REQUIRES: pinned, as get().
+  void prefetch_for_get(std::uint32_t hash) const {
+    if (const key_filter* front = front_.load(std::memory_order_acquire); front != nullptr) {
+      front->prefetch(hash);
+    }
+    large_.prefetch_filter(hash);
   }
 
   // The tier's keys in order, each with its value (the newest run's record), past the keys
