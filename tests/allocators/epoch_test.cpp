@@ -21,6 +21,31 @@ using test_support::gate;
 std::atomic<int> reclaimed{0};
 void count_reclaim(void*) { reclaimed.fetch_add(1); }
 
+// A thread pinned in `domain` from construction (it is pinned when the constructor returns)
+// until release().
+class pinned_reader {
+ public:
+  explicit pinned_reader(alloc::epoch_domain& domain)
+      : thread_([this, &domain] {
+          auto g = domain.pin();
+          pinned_.open();
+          release_.wait();
+        }) {
+    pinned_.wait();
+  }
+  ~pinned_reader() {
+    if (thread_.joinable()) release();
+  }
+  void release() {
+    release_.open();
+    thread_.join();
+  }
+
+ private:
+  gate pinned_, release_;
+  std::thread thread_;  // after the gates it uses
+};
+
 class EpochTest : public ::testing::Test {
  protected:
   void SetUp() override { reclaimed = 0; }
@@ -32,20 +57,13 @@ class EpochTest : public ::testing::Test {
 };
 
 TEST_F(EpochTest, NothingIsReclaimedWhileAnEarlierPinHolds) {
-  gate pinned, release;
-  std::thread reader([&] {
-    auto g = domain_.pin();
-    pinned.open();
-    release.wait();
-  });
-  pinned.wait();
+  pinned_reader reader(domain_);
   int object = 0;
   domain_.retire(&object, count_reclaim);
   collect_a_while();
   EXPECT_EQ(reclaimed.load(), 0) << "reclaimed while a reader pinned before it still holds";
   EXPECT_EQ(domain_.pending(), 1u);
-  release.open();
-  reader.join();
+  reader.release();
   collect_a_while();
   EXPECT_EQ(reclaimed.load(), 1);
   EXPECT_EQ(domain_.pending(), 0u);
@@ -64,21 +82,14 @@ TEST_F(EpochTest, BlocksRetiredTogetherWaitForEarlierPins) {
     }
     return false;
   };
-  gate pinned, release;
-  std::thread reader([&] {
-    auto g = domain_.pin();
-    pinned.open();
-    release.wait();
-  });
-  pinned.wait();
+  pinned_reader reader(domain_);
   domain_.retire(nodes, blocks);
   collect_a_while();
   EXPECT_EQ(domain_.pending(), n) << "reclaimed while a reader pinned before them holds";
   std::vector<void*> fresh;
   for (std::size_t i = 0; i < n; ++i) fresh.push_back(nodes.allocate(bytes));
   for (void* p : fresh) EXPECT_FALSE(retired_one(p)) << "a retired block was handed out";
-  release.open();
-  reader.join();
+  reader.release();
   collect_a_while();
   EXPECT_EQ(domain_.pending(), 0u);
   std::size_t back = 0;
