@@ -372,6 +372,11 @@ int wrong_answers(built<Config>& nodes, const std::vector<std::string>& keys, co
   for (const auto& a : absent) {
     const auto f = v->find(a, verify);
     if (f.kind != decltype(f.kind)::no && f.kind != decltype(f.kind)::damaged) ++wrong;
+    // The position of a key the node lacks: after every key below it.
+    const auto lb = v->lower_bound(a, verify);
+    const auto want = static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), a) -
+                                               keys.begin());
+    if (lb && *lb != want) ++wrong;
   }
   return wrong;
 }
