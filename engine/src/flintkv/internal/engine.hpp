@@ -489,7 +489,9 @@ class engine final : public DB, private transaction_host {
   // an operation of this engine; a writable store of format 4.
   Status TEST_merge(std::size_t limit, std::size_t* moved, std::uint64_t lag = 0) {
     std::lock_guard lock(merge_mutex_);
-    Status s = merge_round(limit, lag, moved);
+    std::vector<node_offset> unlinked;
+    Status s = merge_round(limit, lag, moved, &unlinked);
+    free_after_readers(unlinked);
     note_merge(s);
     return s;
   }
@@ -1331,7 +1333,10 @@ class engine final : public DB, private transaction_host {
   // moves them again); after it, in the tier alone. u is at or below the durable bound, so
   // no crash takes it from the list while the tier keeps it. *moved: the keys moved.
   // REQUIRES: merge_mutex_; the calling thread is not pinned.
-  Status merge_round(std::size_t limit, std::uint64_t lag, std::size_t* moved) {
+  // The nodes of the keys it moved go to *unlinked, for free_after_readers: the caller
+  // frees those of several merges after one wait for the readers.
+  Status merge_round(std::size_t limit, std::uint64_t lag, std::size_t* moved,
+                     std::vector<node_offset>* unlinked) {
     *moved = 0;
     if (read_only_ || tier_ == nullptr || limit == 0) return Status::OK();
     try {
@@ -1351,14 +1356,13 @@ class engine final : public DB, private transaction_host {
         return s.IsNoSpace() ? Status::NoSpace(storage_->path() + ": " + s.message())
                              : with_path(s);
       }
-      std::vector<node_offset> freed;
-      freed.reserve(picks.size());
+      const std::size_t before = unlinked->size();
+      unlinked->reserve(before + picks.size());
       std::vector<alloc::node_block> retiring;
       retiring.reserve(picks.size());
-      combiner_.locked([&] { unlink_merged(picks, &freed, &retiring); });
+      combiner_.locked([&] { unlink_merged(picks, unlinked, &retiring); });
       storage_->retire_dram(retiring);
-      free_after_readers(freed);
-      *moved = freed.size();
+      *moved = unlinked->size() - before;
       return Status::OK();
     } catch (const std::bad_alloc&) {
       return Status::NoSpace("out of DRAM for a merge");
@@ -1424,15 +1428,16 @@ class engine final : public DB, private transaction_host {
   }
 
   // A merge's (c) under the lock: the claimed keys still at their chosen version leave the
-  // index and the list, their nodes in *freed and their entries in *retiring (retired by
-  // the caller once the lock is free: reclaimer::move_out). REQUIRES: the combiner lock;
-  // freed and retiring have room for every pick.
+  // index and the list, their nodes appended to *freed and their entries to *retiring
+  // (retired by the caller once the lock is free: reclaimer::move_out). REQUIRES: the
+  // combiner lock; freed and retiring have room for every pick.
   void unlink_merged(std::vector<merge_pick>& picks, std::vector<node_offset>* freed,
                      std::vector<alloc::node_block>* retiring) {
     // The unlinks go through the list as it is durable (as reclamation's: reclaim()).
     if (weak_window_open()) end_weak_window();
     moves_.fetch_add(1, std::memory_order_seq_cst);  // odd: entries are leaving
     std::uint64_t live = 0;
+    const std::size_t before = freed->size();
     for (std::size_t i = 0; i < picks.size(); ++i) {
       if (test_in_unlinks_) test_in_unlinks_(i);
       inode* e = picks[i].entry;
@@ -1447,12 +1452,13 @@ class engine final : public DB, private transaction_host {
     }
     if (test_in_unlinks_) test_in_unlinks_(picks.size());
     moves_.fetch_add(1, std::memory_order_seq_cst);  // even: every entry that left has left
-    if (freed->empty()) return;
+    const std::size_t moved = freed->size() - before;
+    if (moved == 0) return;
     io::before_free();  // the unlinks durable before any node is marked or freed
     add(merges_, 1);
-    add(merged_keys_, freed->size());
-    add(keys_, -freed->size());
-    add(versions_, -freed->size());
+    add(merged_keys_, moved);
+    add(keys_, -moved);
+    add(versions_, -moved);
     add(live_keys_, -live);
     add(tier_live_keys_, live);
   }
@@ -1512,14 +1518,20 @@ class engine final : public DB, private transaction_host {
         seen = now;
         {
           std::lock_guard merging(merge_mutex_);
+          std::vector<node_offset> unlinked;
           for (int round = 0; round < kMergeRounds; ++round) {
             std::size_t moved = 0;
-            const Status s = merge_round(kMergeKeys, lag, &moved);
+            const Status s = merge_round(kMergeKeys, lag, &moved, &unlinked);
             note_merge(s);
+            if (unlinked.size() >= kMergeFreeAfter) {
+              free_after_readers(unlinked);
+              unlinked.clear();
+            }
             if (!s.ok()) break;
             if (moved < kMergeKeys / 2 && merge_from_.empty()) break;
             if (stop_requested()) break;
           }
+          free_after_readers(unlinked);
           // Writes paused: the small runs go into the large run, so that reads meet one run.
           if (lag == 0 && tier_->small_runs() != 0 && !stop_requested()) {
             const Status s = tier_->merge();
@@ -1758,6 +1770,10 @@ class engine final : public DB, private transaction_host {
   static constexpr std::size_t kMergeLookFactor = 8;
   static constexpr std::uint64_t kMergeLag = 16384;
   static constexpr int kMergeRounds = 64;
+  // The thread frees the nodes of the keys its merges moved once this many wait, or its
+  // merges stop: each freeing waits for the readers to unpin (free_after_readers), which
+  // after every merge took a fifth of the thread's time, in yields, behind a fill.
+  static constexpr std::size_t kMergeFreeAfter = 8 * kMergeKeys;
 
   std::unique_ptr<Storage> storage_;
   std::unique_ptr<key_index> index_;
