@@ -1438,8 +1438,17 @@ class engine final : public DB, private transaction_host {
     moves_.fetch_add(1, std::memory_order_seq_cst);  // odd: entries are leaving
     std::uint64_t live = 0;
     const std::size_t before = freed->size();
+    // Each removal waits on a miss in the point table and one on its entry (claimed, so
+    // still in the index): both requested kRemovalAhead picks before, so that they overlap.
+    constexpr std::size_t kRemovalAhead = 8;
+    for (std::size_t i = 0; i < picks.size() && i < kRemovalAhead; ++i) {
+      index_->prefetch_removal(picks[i].entry, picks[i].key);
+    }
     for (std::size_t i = 0; i < picks.size(); ++i) {
       if (test_in_unlinks_) test_in_unlinks_(i);
+      if (i + kRemovalAhead < picks.size()) {
+        index_->prefetch_removal(picks[i + kRemovalAhead].entry, picks[i + kRemovalAhead].key);
+      }
       inode* e = picks[i].entry;
       --e->queued();
       const version_ref v = e->unlocked_newest();
