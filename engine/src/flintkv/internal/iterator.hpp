@@ -40,38 +40,16 @@
 #include "flintkv/options.hpp"
 #include "flintkv/status.hpp"
 #include "flintkv/internal/index.hpp"
+#include "flintkv/internal/inline_string.hpp"
 #include "flintkv/internal/reclamation.hpp"
 
 namespace flintkv::internal {
 
-// A key the iterator holds a copy of: inline up to kInline bytes, so that a scan of short
-// keys allocates nothing (each seekrandom op makes an iterator, and a key of 16 bytes is past
-// std::string's inline room); on the heap past that.
-class held_key {
- public:
-  void assign(std::string_view s) {
-    if (s.size() <= kInline) {
-      std::memcpy(inline_, s.data(), s.size());
-      size_ = s.size();
-      on_heap_ = false;
-    } else {
-      heap_.assign(s);
-      on_heap_ = true;
-    }
-  }
-  std::string_view view() const {
-    return on_heap_ ? std::string_view(heap_) : std::string_view(inline_, size_);
-  }
-  operator std::string_view() const { return view(); }
-  std::size_t size() const { return view().size(); }
-
- private:
-  static constexpr std::size_t kInline = 48;
-  char inline_[kInline];
-  std::size_t size_ = 0;
-  bool on_heap_ = false;
-  std::string heap_;
-};
+// The keys an iterator copies: inline up to 48 bytes, so that a scan of short keys
+// allocates nothing (each seekrandom op makes an iterator).
+using held_key = inline_string<48>;
+// The tier's values it copies: inline up to 128 bytes.
+using held_value = inline_string<128>;
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
 // moves() -> std::uint64_t, tier() -> const tier_t* (null: none), value_at(key, version,
@@ -170,7 +148,7 @@ class engine_iterator final : public Iterator {
   }
 
   std::string_view key() const override {
-    return tiered_ && answer_ == side::tier ? std::string_view(tier_key_) : key_.view();
+    return tiered_ && answer_ == side::tier ? tier_key_.view() : key_.view();
   }
   // The list's value is copied at the first call after a move (a scan that reads only keys
   // copies none): from its node while no merge moved keys since the move (the node is then
@@ -179,7 +157,7 @@ class engine_iterator final : public Iterator {
   // the tier then holds the same value). If that read fails, value() is empty and status()
   // says why.
   std::string_view value() const override {
-    if (tiered_ && answer_ == side::tier) return tier_value_;
+    if (tiered_ && answer_ == side::tier) return tier_value_.view();
     if (!value_copied_) copy_value();
     return value_;
   }
@@ -712,7 +690,8 @@ class engine_iterator final : public Iterator {
   bool list_pending_ = false;   // the list's side is at list_key_: find its entry again
   std::string list_key_;
   std::optional<tier_cursor> tier_;
-  std::string tier_key_, tier_value_;  // the tier's answer, copied
+  held_key tier_key_;                  // the tier's answer, copied
+  held_value tier_value_;
   std::string resume_;                 // a key a move leaves
 };
 

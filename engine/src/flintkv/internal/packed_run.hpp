@@ -62,6 +62,7 @@
 #include "allocators/persistent_allocator.hpp"
 #include "allocators/pool.hpp"
 #include "flintkv/internal/btree_node.hpp"
+#include "flintkv/internal/inline_string.hpp"
 #include "flintkv/internal/key_filter.hpp"
 #include "flintkv/internal/packed.hpp"
 #include "flintkv/status.hpp"
@@ -361,15 +362,17 @@ class packed_run {
         // The index was replaced: find the cursor's key again, and step past it if it is
         // still there (else the seek is already at the key after it).
         load();
-        resume_.swap(key_);
-        if (Status s = seek_in(resume_); !s.ok() || !valid_ || key_ != resume_) return s;
+        resume_.assign(key_);
+        if (Status s = seek_in(resume_); !s.ok() || !valid_ || key() != resume_.view()) {
+          return s;
+        }
       }
       ++i_;
       return settle();
     }
     bool valid() const { return valid_; }
     // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
-    std::string_view key() const { return key_; }
+    std::string_view key() const { return key_.view(); }
     std::string_view value() const { return value_; }  // empty for an erasure
     bool erased() const { return kind_ == packed_kind::erasure; }
 
@@ -422,7 +425,7 @@ class packed_run {
     Status read() {
       const auto r = view_->record(i_, verify_);
       if (!r) return fail();
-      key_.assign(view_->prefix()).append(r->suffix);
+      key_.assign(view_->prefix(), r->suffix);
       value_ = r->value;
       kind_ = r->kind;
       valid_ = true;
@@ -444,7 +447,7 @@ class packed_run {
     std::uint64_t generation_ = 0;
     std::size_t node_ = 0, i_ = 0;
     std::optional<view> view_;
-    std::string key_, resume_;
+    inline_string<48> key_, resume_;
     std::string_view value_;
     packed_kind kind_ = packed_kind::value;
   };

@@ -472,9 +472,9 @@ class packed_tier {
     std::uint32_t occupied_ = 0;  // the tier's occupied slots when parts_ was made
     const part* current_ = nullptr;
     bool backward_ = false;  // whether the last positioning was backward
-    std::string resume_;  // the key a step leaves
-    std::string bound_;   // the key a seek starts from, or a backward positioning goes below
-    std::string erased_;  // the erased key settle steps past, or settle_back below
+    inline_string<48> resume_;  // the key a step leaves
+    inline_string<48> bound_;   // the key a seek starts from, or a backward positioning goes below
+    inline_string<48> erased_;  // the erased key settle steps past, or settle_back below
   };
 
  private:

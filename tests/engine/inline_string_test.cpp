@@ -1,0 +1,40 @@
+// inline_string (inline_string.hpp): the copies a scan makes of keys and values.
+//  - InlineStringTest.HoldsWhatWasAssignedInlineAndOnTheHeap: strings shorter than, as long
+//    as and longer than the inline room, assigned whole and as two parts, one after another
+//    in every order (so that a long string's heap buffer is left for a short one and taken
+//    up again), each reads back as assigned.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "flintkv/internal/inline_string.hpp"
+
+namespace {
+
+using flintkv::internal::inline_string;
+
+TEST(InlineStringTest, HoldsWhatWasAssignedInlineAndOnTheHeap) {
+  inline_string<16> s;
+  EXPECT_TRUE(s.empty());
+  EXPECT_EQ(s.view(), "");
+  const std::vector<std::string> values = {
+      "", "a", std::string(15, 'b'), std::string(16, 'c'), std::string(17, 'd'),
+      std::string(300, 'e'), "short", std::string(40, 'f'), std::string(16, 'g')};
+  for (const std::string& v : values) {
+    s.assign(v);
+    EXPECT_EQ(s.view(), v);
+    EXPECT_EQ(s.size(), v.size());
+    for (std::size_t cut = 0; cut <= v.size(); cut += 1 + v.size() / 7) {
+      const std::string a = v.substr(0, cut) + "|";
+      const std::string b = v.substr(cut);
+      s.assign(a, b);
+      EXPECT_EQ(std::string(s.view()), a + b);
+    }
+  }
+  s.clear();
+  EXPECT_TRUE(s.empty());
+  EXPECT_EQ(s.view(), "");
+}
+
+}  // namespace
