@@ -163,6 +163,7 @@ class packed_run {
                     static_cast<std::uint32_t>(refs[i].first.size())};
       }
     }
+    static constexpr std::size_t kRefsAhead = 4;  // node_for
     index_type(const index_type&) = delete;  // the refs view keys
     index_type& operator=(const index_type&) = delete;
     // The index of the node whose range holds `key`: the last whose first key is at most
@@ -171,6 +172,9 @@ class packed_run {
       const btree_layout::probe p = btree_layout::probe_of(key);
       std::size_t lo = 0, hi = heads.size();  // the first node whose first key is above `key`
       while (lo < hi) {
+        // The caller reads refs[lo - 1] next: once a few heads are left, its line is
+        // requested, so that it comes with the last steps' instead of after them.
+        if (hi - lo <= kRefsAhead) __builtin_prefetch(&refs[lo == 0 ? 0 : lo - 1]);
         const std::size_t mid = lo + (hi - lo) / 2;
         int c = btree_layout::compare_prefixed(p.pre, p.size, heads[mid].pre, heads[mid].size);
         if (c == btree_layout::kTie) c = btree_layout::compare_rest(p.key, refs[mid].first);
