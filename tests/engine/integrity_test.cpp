@@ -41,6 +41,20 @@ TEST(ChecksumTest, Crc32cIsTheStandardOneInBothForms) {
     const auto seed = static_cast<std::uint32_t>(rng());
     ASSERT_EQ(in::crc32c_word(seed, w), in::crc32c(seed, &w, sizeof w));
   }
+  // Every length up to 40 bytes, from every offset within a word (the words, and each shape
+  // of tail after them), against the register stepped a bit at a time.
+  std::vector<unsigned char> bytes(48);
+  for (unsigned char& b : bytes) b = static_cast<unsigned char>(rng());
+  for (std::size_t at = 0; at < 8; ++at) {
+    for (std::size_t n = 0; n + at <= 40; ++n) {
+      std::uint32_t want = 0x9abcdef0u;
+      for (std::size_t i = at; i < at + n; ++i) {
+        want ^= bytes[i];
+        for (int k = 0; k < 8; ++k) want = (want >> 1) ^ ((want & 1) ? in::kCrc32cPolynomial : 0);
+      }
+      ASSERT_EQ(in::crc32c(0x9abcdef0u, bytes.data() + at, n), want) << at << " " << n;
+    }
+  }
 }
 
 // The node checksum is 27 bits of a CRC-32C. A single flipped bit at distance d from the end
