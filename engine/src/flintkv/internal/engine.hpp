@@ -1395,9 +1395,24 @@ class engine final : public DB, private transaction_host {
     // (Writers take the combiner lock pinned too: nothing under it waits for readers.)
     auto pinned = pin();
     inode* n = merge_from_.empty() ? index_->head()->load_next() : index_->seek(merge_from_);
+    // The walk waits on a miss for each entry and one for each node it checks: two
+    // pointers run ahead of it along the list, the far one requesting entries, the near one
+    // (whose entries the far one requested already) their newest nodes, so that those misses
+    // overlap the walk's work. They only request: the walk follows its own links.
+    const inode* far = n;
+    const inode* near = n;
+    for (std::size_t i = 0; i < kMergeAhead && far != nullptr; ++i) {
+      far = far->next_relaxed();
+      if (far != nullptr) __builtin_prefetch(far);
+      if (i >= kMergeAhead / 2 && near != nullptr) near = near->next_relaxed();
+    }
     for (std::size_t looked = 0;
          n != nullptr && picks.size() < limit && looked < kMergeLookFactor * limit;
          n = n->load_next(), ++looked) {
+      if (far != nullptr && (far = far->next_relaxed()) != nullptr) __builtin_prefetch(far);
+      if (near != nullptr && (near = near->next_relaxed()) != nullptr) {
+        prefetch_node(near, near->unlocked_newest());
+      }
       vrec* chain = nullptr;
       const version_ref v = n->newest(&chain);
       if (v.version > w || chain != nullptr || n->removed.load(std::memory_order_acquire)) {
@@ -1779,6 +1794,7 @@ class engine final : public DB, private transaction_host {
   static constexpr std::size_t kMergeLookFactor = 8;
   static constexpr std::uint64_t kMergeLag = 16384;
   static constexpr int kMergeRounds = 64;
+  static constexpr std::size_t kMergeAhead = 8;  // choose_for_merge: entries requested ahead
   // The thread frees the nodes of the keys its merges moved once this many wait, or its
   // merges stop: each freeing waits for the readers to unpin (free_after_readers), which
   // after every merge took a fifth of the thread's time, in yields, behind a fill.
