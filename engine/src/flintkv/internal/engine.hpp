@@ -1453,16 +1453,24 @@ class engine final : public DB, private transaction_host {
     moves_.fetch_add(1, std::memory_order_seq_cst);  // odd: entries are leaving
     std::uint64_t live = 0;
     const std::size_t before = freed->size();
-    // Each removal waits on a miss in the point table and one on its entry (claimed, so
-    // still in the index): both requested kRemovalAhead picks before, so that they overlap.
+    // Each removal waits on a miss in the point table, one on its entry (claimed, so still
+    // in the index) and one on its node, whose successor word the unlink reads: the first
+    // two requested kRemovalAhead picks before, the node (named by the entry, which has
+    // arrived by then) half as many, so that they overlap.
     constexpr std::size_t kRemovalAhead = 8;
     for (std::size_t i = 0; i < picks.size() && i < kRemovalAhead; ++i) {
       index_->prefetch_removal(picks[i].entry, picks[i].key);
+    }
+    for (std::size_t i = 0; i < picks.size() && i < kRemovalAhead / 2; ++i) {
+      prefetch_node_start(picks[i].entry->unlocked_newest().pnode);
     }
     for (std::size_t i = 0; i < picks.size(); ++i) {
       if (test_in_unlinks_) test_in_unlinks_(i);
       if (i + kRemovalAhead < picks.size()) {
         index_->prefetch_removal(picks[i + kRemovalAhead].entry, picks[i + kRemovalAhead].key);
+      }
+      if (i + kRemovalAhead / 2 < picks.size()) {
+        prefetch_node_start(picks[i + kRemovalAhead / 2].entry->unlocked_newest().pnode);
       }
       inode* e = picks[i].entry;
       --e->queued();
