@@ -188,6 +188,7 @@ constexpr property kProperties[] = {
     {"flintkv.merges", &Stats::merges, nullptr, nullptr},
     {"flintkv.merged-keys", &Stats::merged_keys, nullptr, nullptr},
     {"flintkv.merge-errors", &Stats::merge_errors, nullptr, nullptr},
+    {"flintkv.write-stalls", &Stats::write_stalls, nullptr, nullptr},
     {"flintkv.merge-error", nullptr, &Stats::merge_error, nullptr},
     {"flintkv.pool-size", &Stats::pool_size, nullptr, nullptr},
     {"flintkv.pool-used", &Stats::pool_used, nullptr, nullptr},

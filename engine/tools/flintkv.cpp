@@ -231,6 +231,7 @@ int run_stats(arguments& args) {
                 {"merges", to_string(st.merges)},
                 {"merged_keys", to_string(st.merged_keys)},
                 {"merge_errors", to_string(st.merge_errors)},
+                {"write_stalls", to_string(st.write_stalls)},
                 {"merge_error", st.merge_error},
                 {"recovered_versions", to_string(st.recovered_versions)},
                 {"recovery_seconds", seconds_text(st.recovery_seconds)},

@@ -831,6 +831,78 @@ TEST(EngineMergeThreadTest, MovesEveryKeyOnceWritesPause) {
   EXPECT_EQ(db->GetStats().live_keys, kKeys);
 }
 
+// Back-pressure: a writer that finds the list over its bound while merges move keys waits
+// for the merge thread, and goes on once the thread has moved keys. The merge thread is
+// held (TEST_hold_merges) so that the writer meets the bound first, deterministically; the
+// waits are for states (a write waiting, every write done), bounded, not for times.
+TEST(EngineMergeThreadTest, AWriterOverTheListsBoundWaitsForTheMerges) {
+  using config = on_hardware<hashed, manual>;
+  using engine_t = flintkv::internal::engine_for<config>;
+  const std::uint64_t bound = engine_t::TEST_list_bound();
+  const std::uint64_t keys = bound + 2000;
+  region memory(256u << 20);
+  Options options;
+  options.merge_interval = std::chrono::milliseconds(1);
+  auto db = open_in<config>(memory, options);
+  ASSERT_NE(db, nullptr);
+  engine_t* e = engine_of<config>(db.get());
+  e->TEST_hold_merges(true);
+  std::atomic<std::uint64_t> written{0};
+  std::thread writer([&] {
+    for (std::uint64_t i = 0; i < keys; ++i) {
+      ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+      written.store(i + 1, std::memory_order_release);
+    }
+  });
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (db->GetStats().write_stalls == 0 && written.load(std::memory_order_acquire) < keys &&
+         std::chrono::steady_clock::now() < limit) {
+    std::this_thread::yield();
+  }
+  // The writer waits with the list one key over the bound: no merge ran.
+  EXPECT_EQ(db->GetStats().write_stalls, 1u);
+  EXPECT_EQ(written.load(std::memory_order_acquire), bound + 1);
+  EXPECT_EQ(db->GetStats().keys, bound + 1);
+  e->TEST_hold_merges(false);
+  writer.join();
+  // The writer went on once a merge ran (one that moved keys, or one that moved none and
+  // so let writers go); then the thread moves every key.
+  for (Stats s = db->GetStats(); (s.keys != 0 || s.merged_keys != keys) &&
+                                 std::chrono::steady_clock::now() < limit;
+       s = db->GetStats()) {
+    std::this_thread::yield();
+  }
+  const Stats stats = db->GetStats();
+  EXPECT_GE(stats.write_stalls, 1u);
+  EXPECT_EQ(stats.merged_keys, keys);
+  kv_map expected;
+  for (std::uint64_t i = 0; i < keys; ++i) expected[key_at(i)] = "v" + std::to_string(i);
+  std::mt19937_64 rng(9);
+  EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, 20000));
+}
+
+// Writers do not wait for merges that cannot move keys: with a snapshot of the empty store
+// held, no key may leave the list, and a fill past the bound completes (a writer that
+// waited regardless would wait for ever), the list holding every key.
+TEST(EngineMergeThreadTest, WritersDoNotWaitForMergesThatMoveNothing) {
+  using config = on_hardware<hashed, manual>;
+  const std::uint64_t bound = flintkv::internal::engine_for<config>::TEST_list_bound();
+  const std::uint64_t keys = bound + 2000;
+  region memory(256u << 20);
+  Options options;
+  options.merge_interval = std::chrono::milliseconds(1);
+  auto db = open_in<config>(memory, options);
+  ASSERT_NE(db, nullptr);
+  const Snapshot* snapshot = db->GetSnapshot();
+  for (std::uint64_t i = 0; i < keys; ++i) {
+    ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+  }
+  const Stats stats = db->GetStats();
+  EXPECT_EQ(stats.keys, keys);
+  EXPECT_EQ(stats.merged_keys, 0u);
+  db->ReleaseSnapshot(snapshot);
+}
+
 // ---- the format ------------------------------------------------------------------------
 
 using namespace pool_edit;

@@ -341,7 +341,7 @@ TEST_F(ToolsTest, StatsReportsTheStore) {
        {"pool:", "configuration:", "granularity:", "pool_size:", "pool_used:", "live_keys:",
         "keys:", "versions:", "obsolete_versions:", "visible_version:", "watermark:",
         "snapshots:", "reclaimed_versions:", "reclaimed_bytes:", "reclamation_passes:",
-        "merges:", "merged_keys:", "merge_errors:", "merge_error:", "recovered_versions:", "recovery_seconds:", "puts:", "deletes:", "batches:", "gets:",
+        "merges:", "merged_keys:", "merge_errors:", "write_stalls:", "merge_error:", "recovered_versions:", "recovery_seconds:", "puts:", "deletes:", "batches:", "gets:",
         "iterators:", "pwb:", "pfence:"}) {
     EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
                             [&](const std::string& line) { return line.starts_with(field); }),

@@ -64,6 +64,9 @@ struct Stats {
   // Merges since Open (Options::merge_interval): those that moved keys to the packed tier,
   // the keys they moved, and those that failed (the pool full, damage met in the tier).
   std::uint64_t merges = 0, merged_keys = 0, merge_errors = 0;
+  // Writes that waited for the merge thread because the list held more keys than it keeps
+  // while merges move keys (back-pressure; docs/engine-guide.md, "Merges").
+  std::uint64_t write_stalls = 0;
   // Why the merge thread's last merge failed (Status::ToString, with the pool's path), or
   // empty when it succeeded or none ran: a failed merge leaves its keys in the list and is
   // tried again at the next interval, and this says what stands in its way.

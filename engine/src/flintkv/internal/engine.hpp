@@ -329,6 +329,7 @@ class engine final : public DB, private transaction_host {
     s.reclamation_passes = reclaimer_.passes();
     s.merges = merges_.load(std::memory_order_relaxed);
     s.merged_keys = merged_keys_.load(std::memory_order_relaxed);
+    s.write_stalls = write_stalls_.load(std::memory_order_relaxed);
     s.merge_errors = merge_errors_.load(std::memory_order_relaxed);
     {
       std::lock_guard lock(merge_error_mutex_);
@@ -383,6 +384,11 @@ class engine final : public DB, private transaction_host {
   // Test hook: `f` runs on the merging thread, pinned, between a merge's choice of keys and
   // its claim of them (merge_round's (a)). A test writes there. REQUIRES: no merge running.
   void TEST_before_merge_claims(std::function<void()> f) { test_before_claims_ = std::move(f); }
+
+  // Test hooks: while held, the merge thread makes no merge (it waits before its next
+  // one); the keys the list holds at most before writers wait for merges (await_merges).
+  void TEST_hold_merges(bool hold) { test_hold_merges_.store(hold, std::memory_order_release); }
+  static constexpr std::uint64_t TEST_list_bound() { return kListBound; }
 
   // Test hook: advances the epoch as far as pinned readers let it, up to three times, and
   // frees what the calling thread retired that no reader can still hold (with no reader
@@ -715,6 +721,7 @@ class engine final : public DB, private transaction_host {
   Status write_one(std::string_view key, std::string_view value, bool tombstone, bool weak) {
     if (Status s = check_key(key); !s.ok()) return s;
     if (Status s = check_value(value); !s.ok()) return s;
+    await_merges();
     update u;
     u.key = key;
     u.value = value;
@@ -767,6 +774,7 @@ class engine final : public DB, private transaction_host {
       last[e.key] = &e;
     }
     if (last.empty()) return Status::OK();
+    await_merges();
     std::vector<update> updates(last.size());
     spares cleanup(*this, updates);
     std::size_t i = 0;
@@ -1540,11 +1548,19 @@ class engine final : public DB, private transaction_host {
   // on (keys written again soon stay where an update costs least), none once they pause;
   // then, with writes paused, the tier's small runs merged into its large run.
   void start_merger(std::chrono::milliseconds interval) {
+    merges_keep_up_.store(true, std::memory_order_release);
     merger_ = std::thread([this, interval] {
       std::unique_lock lock(merger_mutex_);
       std::uint64_t seen = UINT64_MAX;
-      while (!merger_cv_.wait_for(lock, interval, [this] { return stop_merger_; })) {
+      // Over the list's bound with merges moving keys, the thread merges on without
+      // waiting for the interval: writers are waiting for it (await_merges).
+      while (true) {
+        merger_cv_.wait_for(lock, interval, [this] { return stop_merger_ || pressing(); });
+        if (stop_merger_) break;
         lock.unlock();
+        while (test_hold_merges_.load(std::memory_order_acquire) && !stop_requested()) {
+          std::this_thread::yield();
+        }
         const std::uint64_t now = visible_version_.load(std::memory_order_acquire);
         const std::uint64_t lag = now == seen ? 0 : kMergeLag;
         seen = now;
@@ -1555,6 +1571,7 @@ class engine final : public DB, private transaction_host {
             std::size_t moved = 0;
             const Status s = merge_round(kMergeKeys, lag, &moved, &unlinked);
             note_merge(s);
+            note_progress(s.ok() && moved != 0);
             if (unlinked.size() >= kMergeFreeAfter) {
               free_after_readers(unlinked);
               unlinked.clear();
@@ -1572,7 +1589,32 @@ class engine final : public DB, private transaction_host {
         }
         lock.lock();
       }
+      lock.unlock();
+      note_progress(false);  // writers no longer wait for a thread that stopped
     });
+  }
+
+  // Back-pressure: a writer that finds the list holding more than kListBound keys while
+  // the merge thread moves keys waits until it holds no more, or the thread's last merge
+  // moved none (a snapshot or an old iterator keeps the rest, the pool is full, or the
+  // tier is damaged: the list then grows as without merges) or the thread stopped. So a
+  // fill that outruns the merges leaves at most about kListBound keys for them to move
+  // afterwards, while its readers run. REQUIRES: not pinned, no lock held.
+  void await_merges() {
+    if (!pressing()) return;
+    write_stalls_.fetch_add(1, std::memory_order_relaxed);
+    std::unique_lock lock(pressure_mutex_);
+    pressure_cv_.wait(lock, [this] { return !pressing(); });
+  }
+  bool pressing() const {
+    return keys_.load(std::memory_order_relaxed) > kListBound &&
+           merges_keep_up_.load(std::memory_order_acquire);
+  }
+  // After each merge of the thread: whether it moved keys; waiting writers look again.
+  void note_progress(bool moved) {
+    merges_keep_up_.store(moved, std::memory_order_release);
+    { std::lock_guard lock(pressure_mutex_); }  // a writer between its look and its wait
+    pressure_cv_.notify_all();
   }
   // What a merge of the thread came to, for Stats: a failure is counted, and its error is
   // Stats::merge_error until a merge succeeds.
@@ -1802,6 +1844,9 @@ class engine final : public DB, private transaction_host {
   static constexpr std::size_t kMergeLookFactor = 8;
   static constexpr std::uint64_t kMergeLag = 16384;
   static constexpr int kMergeRounds = 64;
+  // Keys the list holds at most before writers wait for the merge thread (await_merges).
+  static constexpr std::uint64_t kListBound = 65536;
+  static_assert(kListBound >= 2 * kMergeLag, "merges move keys while the list is over the bound");
   static constexpr std::size_t kMergeAhead = 8;  // choose_for_merge: entries requested ahead
   // The thread frees the nodes of the keys its merges moved once this many wait, or its
   // merges stop: each freeing waits for the readers to unpin (free_after_readers), which
@@ -1851,6 +1896,11 @@ class engine final : public DB, private transaction_host {
   std::mutex merger_mutex_;
   std::condition_variable merger_cv_;
   bool stop_merger_ = false;  // under merger_mutex_
+  // Back-pressure (await_merges): the merge thread's last merge moved keys.
+  std::atomic<bool> merges_keep_up_{false};
+  std::atomic<std::uint64_t> write_stalls_{0};
+  std::mutex pressure_mutex_;
+  std::condition_variable pressure_cv_;
   std::mutex merge_mutex_;    // one merge at a time (the tier has one writer)
   std::string merge_from_;    // where the next merge looks first ("": the first key); merge_mutex_
   std::mutex merge_error_mutex_;
@@ -1875,6 +1925,7 @@ class engine final : public DB, private transaction_host {
   std::function<void()> test_in_pass_;  // the combiner's, once set
   std::function<void(std::size_t)> test_in_unlinks_;  // the merging thread's
   std::function<void()> test_before_claims_;  // the merging thread's
+  std::atomic<bool> test_hold_merges_{false};
   std::function<void(std::string_view, bool)> test_on_verify_;  // readers
   // Some entry was ever made that the storage's destruction does not release (make_entry):
   // the destructor then frees every entry itself.
