@@ -835,22 +835,38 @@ TEST(EngineMergeThreadTest, MovesEveryKeyOnceWritesPause) {
 // for the merge thread, and goes on once the thread has moved keys. The merge thread is
 // held (TEST_hold_merges) so that the writer meets the bound first, deterministically; the
 // waits are for states (a write waiting, every write done), bounded, not for times.
-TEST(EngineMergeThreadTest, AWriterOverTheListsBoundWaitsForTheMerges) {
+// The values of the fills below: "v" and the key's number.
+std::string value_at(std::uint64_t i) {
+  std::string v = "v";
+  v += std::to_string(i);
+  return v;
+}
+
+// A store whose merge thread runs every millisecond, and the keys of a fill past the bound.
+struct merging_store {
   using config = on_hardware<hashed, manual>;
-  using engine_t = flintkv::internal::engine_for<config>;
-  const std::uint64_t bound = engine_t::TEST_list_bound();
-  const std::uint64_t keys = bound + 2000;
-  region memory(256u << 20);
-  Options options;
-  options.merge_interval = std::chrono::milliseconds(1);
-  auto db = open_in<config>(memory, options);
+  static constexpr std::uint64_t bound = flintkv::internal::engine_for<config>::TEST_list_bound();
+  static constexpr std::uint64_t keys = bound + 2000;
+  static Options every_millisecond() {
+    Options options;
+    options.merge_interval = std::chrono::milliseconds(1);
+    return options;
+  }
+  region memory{256u << 20};
+  std::unique_ptr<DB> db = open_in<config>(memory, every_millisecond());
+};
+
+TEST(EngineMergeThreadTest, AWriterOverTheListsBoundWaitsForTheMerges) {
+  merging_store store;
+  auto& db = store.db;
+  const std::uint64_t bound = merging_store::bound, keys = merging_store::keys;
   ASSERT_NE(db, nullptr);
-  engine_t* e = engine_of<config>(db.get());
+  auto* e = engine_of<merging_store::config>(db.get());
   e->TEST_hold_merges(true);
   std::atomic<std::uint64_t> written{0};
   std::thread writer([&] {
     for (std::uint64_t i = 0; i < keys; ++i) {
-      ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+      ASSERT_TRUE(db->Put(key_at(i), value_at(i)).ok());
       written.store(i + 1, std::memory_order_release);
     }
   });
@@ -876,7 +892,7 @@ TEST(EngineMergeThreadTest, AWriterOverTheListsBoundWaitsForTheMerges) {
   EXPECT_GE(stats.write_stalls, 1u);
   EXPECT_EQ(stats.merged_keys, keys);
   kv_map expected;
-  for (std::uint64_t i = 0; i < keys; ++i) expected[key_at(i)] = "v" + std::to_string(i);
+  for (std::uint64_t i = 0; i < keys; ++i) expected[key_at(i)] = value_at(i);
   std::mt19937_64 rng(9);
   EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, 20000));
 }
@@ -885,17 +901,13 @@ TEST(EngineMergeThreadTest, AWriterOverTheListsBoundWaitsForTheMerges) {
 // held, no key may leave the list, and a fill past the bound completes (a writer that
 // waited regardless would wait for ever), the list holding every key.
 TEST(EngineMergeThreadTest, WritersDoNotWaitForMergesThatMoveNothing) {
-  using config = on_hardware<hashed, manual>;
-  const std::uint64_t bound = flintkv::internal::engine_for<config>::TEST_list_bound();
-  const std::uint64_t keys = bound + 2000;
-  region memory(256u << 20);
-  Options options;
-  options.merge_interval = std::chrono::milliseconds(1);
-  auto db = open_in<config>(memory, options);
+  merging_store store;
+  auto& db = store.db;
+  const std::uint64_t keys = merging_store::keys;
   ASSERT_NE(db, nullptr);
   const Snapshot* snapshot = db->GetSnapshot();
   for (std::uint64_t i = 0; i < keys; ++i) {
-    ASSERT_TRUE(db->Put(key_at(i), "v" + std::to_string(i)).ok());
+    ASSERT_TRUE(db->Put(key_at(i), value_at(i)).ok());
   }
   const Stats stats = db->GetStats();
   EXPECT_EQ(stats.keys, keys);
