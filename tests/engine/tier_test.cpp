@@ -831,10 +831,6 @@ TEST(EngineMergeThreadTest, MovesEveryKeyOnceWritesPause) {
   EXPECT_EQ(db->GetStats().live_keys, kKeys);
 }
 
-// Back-pressure: a writer that finds the list over its bound while merges move keys waits
-// for the merge thread, and goes on once the thread has moved keys. The merge thread is
-// held (TEST_hold_merges) so that the writer meets the bound first, deterministically; the
-// waits are for states (a write waiting, every write done), bounded, not for times.
 // The values of the fills below: "v" and the key's number.
 std::string value_at(std::uint64_t i) {
   std::string v = "v";
@@ -856,6 +852,10 @@ struct merging_store {
   std::unique_ptr<DB> db = open_in<config>(memory, every_millisecond());
 };
 
+// Back-pressure: a writer that finds the list over its bound while merges move keys waits
+// for the merge thread, and goes on once the thread has moved keys. The merge thread is
+// held (TEST_hold_merges) so that the writer meets the bound first, deterministically; the
+// waits are for states (a write waiting, every write done), bounded, not for times.
 TEST(EngineMergeThreadTest, AWriterOverTheListsBoundWaitsForTheMerges) {
   merging_store store;
   auto& db = store.db;
