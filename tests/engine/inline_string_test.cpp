@@ -16,7 +16,7 @@ using flintkv::internal::inline_string;
 
 TEST(InlineStringTest, HoldsWhatWasAssignedInlineAndOnTheHeap) {
   inline_string<16> s;
-  EXPECT_TRUE(s.empty());
+  EXPECT_EQ(s.size(), 0u);
   EXPECT_EQ(s.view(), "");
   const std::vector<std::string> values = {
       "", "a", std::string(15, 'b'), std::string(16, 'c'), std::string(17, 'd'),
@@ -32,8 +32,8 @@ TEST(InlineStringTest, HoldsWhatWasAssignedInlineAndOnTheHeap) {
       EXPECT_EQ(std::string(s.view()), a + b);
     }
   }
-  s.clear();
-  EXPECT_TRUE(s.empty());
+  s.assign("");
+  EXPECT_EQ(s.size(), 0u);
   EXPECT_EQ(s.view(), "");
 }
 

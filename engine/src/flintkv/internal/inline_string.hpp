@@ -32,14 +32,9 @@ class inline_string {
     if (!b.empty()) std::memcpy(p + a.size(), b.data(), b.size());
     size_ = n;
   }
-  void clear() {
-    size_ = 0;
-    on_heap_ = false;
-  }
   std::string_view view() const { return {on_heap_ ? heap_.data() : inline_, size_}; }
   operator std::string_view() const { return view(); }
   std::size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
 
  private:
   char inline_[N];

@@ -575,9 +575,7 @@ class packed_run {
     const ref& r = ix.refs[ix.node_for(key)];
     // The lines of the header, offsets and fingerprints, requested together (four lines:
     // about 50 keys of 16 bytes with their prefix).
-    for (std::size_t line = 0; line < 4 * 64 && line < r.bytes; line += 64) {
-      __builtin_prefetch(reinterpret_cast<const char*>(node(r.at)) + line);
-    }
+    prefetch_node(r, 4 * 64);
     const auto v = view::open(node(r.at), r.at, r.bytes, verify);
     if (!v) return damaged(r.at);
     const auto f = v->find(key, verify);
@@ -602,11 +600,11 @@ class packed_run {
   packed_node<Policy>* node(node_offset at) const {
     return reinterpret_cast<packed_node<Policy>*>(pool_.base() + at.value);
   }
-  // Requests the lines of node r, up to kPrefetchBytes of them (a block that holds one
-  // large record: its first bytes).
-  void prefetch_node(const ref& r) const {
+  // Requests the lines of node r's first `bytes` (by default kPrefetchBytes: a cursor's
+  // whole 4 KiB node; a block that holds one large record, its first bytes).
+  void prefetch_node(const ref& r, std::size_t bytes = kPrefetchBytes) const {
     const char* n = reinterpret_cast<const char*>(node(r.at));
-    for (std::size_t line = 0; line < r.bytes && line < kPrefetchBytes; line += 64) {
+    for (std::size_t line = 0; line < r.bytes && line < bytes; line += 64) {
       __builtin_prefetch(n + line);
     }
   }
