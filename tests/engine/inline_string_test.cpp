@@ -3,6 +3,10 @@
 //    as and longer than the inline room, assigned whole and as two parts, one after another
 //    in every order (so that a long string's heap buffer is left for a short one and taken
 //    up again), each reads back as assigned.
+//  - InlineStringTest.EveryLengthAndSplitReadsBackAsAssigned: every length from 0 to past
+//    the short copies' 64 bytes, cut at every point into the two parts, over a string that
+//    held other bytes before: each of the copies' size classes and their edges (a copy that
+//    drops or repeats a byte at an edge fails it).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -35,6 +39,22 @@ TEST(InlineStringTest, HoldsWhatWasAssignedInlineAndOnTheHeap) {
   s.assign("");
   EXPECT_EQ(s.size(), 0u);
   EXPECT_EQ(s.view(), "");
+}
+
+TEST(InlineStringTest, EveryLengthAndSplitReadsBackAsAssigned) {
+  inline_string<80> s;
+  std::string all;
+  for (int i = 0; i < 90; ++i) all.push_back(static_cast<char>('!' + i));
+  for (std::size_t n = 0; n <= all.size(); ++n) {
+    const std::string v = all.substr(all.size() - n);  // each length starts elsewhere
+    for (std::size_t cut = 0; cut <= n; ++cut) {
+      s.assign(std::string(80, '.'));  // the inline room, all overwritten
+      s.assign(std::string_view(v).substr(0, cut), std::string_view(v).substr(cut));
+      ASSERT_EQ(std::string(s.view()), v) << "length " << n << ", cut at " << cut;
+    }
+    s.assign(v);
+    ASSERT_EQ(std::string(s.view()), v) << "length " << n;
+  }
 }
 
 }  // namespace
