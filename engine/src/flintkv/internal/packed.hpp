@@ -393,7 +393,12 @@ class packed_view {
     if (at < prints_at_ + count_ || at >= end_) return std::nullopt;
     const unsigned char* p = base_ + at;
     std::uint32_t tag, value_size;
-    if (!f::get_varint(&p, end, &tag) || !f::get_varint(&p, end, &value_size)) {
+    if (end - p >= 2 && (p[0] | p[1]) < 128) {
+      // Both varints of one byte: a suffix below 64 bytes and a value below 128, the usual.
+      tag = p[0];
+      value_size = p[1];
+      p += 2;
+    } else if (!f::get_varint(&p, end, &tag) || !f::get_varint(&p, end, &value_size)) {
       return std::nullopt;
     }
     const std::uint32_t suffix_size = tag >> 1;
