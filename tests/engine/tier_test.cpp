@@ -388,6 +388,39 @@ TYPED_TEST(EngineTierTest, AnIteratorCarriesOnOverKeysAMergeMoved) {
   }
 }
 
+// An iterator that the tier answered, whose value was not asked for, meets merges that
+// rewrite the node its value lay in and free it, and a run of other keys written into the
+// freed blocks: value() then reads the key again at the iterator's version and answers
+// what it held (read from the old node, it is another key's bytes).
+TYPED_TEST(EngineTierTest, ATierValueAskedForAfterItsNodeWasRewrittenIsTheKeys) {
+  region memory(32u << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  auto* e = engine_of<TypeParam>(db.get());
+  const auto tier_write = [&](std::uint64_t from, std::uint64_t to, const std::string& tag) {
+    records r;
+    for (std::uint64_t i = from; i < to; i += 2) r.emplace_back(key_at(i), tag + key_at(i) + std::string(40, 'v'));
+    std::sort(r.begin(), r.end());
+    ASSERT_TRUE(e->TEST_tier_write(r, true).ok());  // merged into the large run
+  };
+  tier_write(0, 800, "first-");
+  std::vector<std::unique_ptr<Iterator>> its;
+  std::vector<std::string> keys;
+  for (std::uint64_t i = 100; i < 700; i += 100) {
+    its.push_back(db->NewIterator(ReadOptions{}));
+    its.back()->Seek(key_at(i));
+    ASSERT_TRUE(its.back()->Valid());
+    keys.emplace_back(its.back()->key());
+  }
+  tier_write(1, 800, "second-");  // a key between each two: every node rewritten
+  e->TEST_free_retired();
+  tier_write(2000, 3600, "other-");  // into the blocks the rewrite freed
+  for (std::size_t i = 0; i < its.size(); ++i) {
+    EXPECT_EQ(its[i]->value(), "first-" + keys[i] + std::string(40, 'v')) << keys[i];
+    EXPECT_TRUE(its[i]->status().ok()) << its[i]->status().ToString();
+  }
+}
+
 // Writes keys 0 .. n-1 twice, then reclaims, so that each keeps its newest version alone and
 // a merge can move every one. Returns what the store holds.
 template <class Config>

@@ -7,10 +7,10 @@
 // and the tier's cursor. On a tie the list answers; a key whose list versions are all newer
 // than the iterator's is not on the list's side, so the tier answers it. Forward moves step
 // the side that answered (both on a tie); backward moves seek both sides again below the
-// key. Keys are copied when either side answers, the tier's values too, and the list's
-// value at the first value() after a move: a tier cursor's may go with its next move or a
-// writer beside it, and a merge may move the list's key to the tier and free its entry and
-// node. The list's side never rests between calls on the entry of a
+// key. Keys are copied when either side answers, and the value at the first value() after
+// a move, from the node the move read while it is still allocated, else read again: the
+// tier's node may go with a merge beside the iterator, and a merge may move the list's key
+// to the tier and free its entry and node. The list's side never rests between calls on the entry of a
 // delete (reclamation may remove it): it keeps the key instead, and finds its place again
 // when it moves. With an empty tier the iterator is the list's alone, as before.
 //
@@ -31,6 +31,7 @@
 // Persistence: reads only.
 #pragma once
 
+#include <array>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -48,8 +49,6 @@ namespace flintkv::internal {
 // The keys an iterator copies: inline up to 48 bytes, so that a scan of short keys
 // allocates nothing (each seekrandom op makes an iterator).
 using held_key = inline_string<48>;
-// The tier's values it copies: inline up to 128 bytes.
-using held_value = inline_string<128>;
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
 // moves() -> std::uint64_t, tier() -> const tier_t* (null: none), value_at(key, version,
@@ -100,15 +99,15 @@ class engine_iterator final : public Iterator {
   // REQUIRES (Next, Prev): Valid().
   void Next() override {
     auto pinned = engine_->pin();
-    bool kept = tiered_;  // from_ holds the key the move leaves
-    if (kept) from_.assign(key());
+    bool kept = tiered_;  // left_key holds the key the move leaves
+    std::string_view left_key = kept ? leave() : std::string_view();
     const inode* left = current_;
     int attempt = 0;  // attempts that moved the list's side
     moving([&](bool stale) {
       if (stale) {
-        keep_key_left(attempt, left, &kept);
+        keep_key_left(attempt, left, &kept, &left_key);
         enter_tier();
-        seek_forward(from_, true);
+        seek_forward(left_key, true);
         return;
       }
       ++attempt;
@@ -117,7 +116,7 @@ class engine_iterator final : public Iterator {
         return;
       }
       if (backward_) {
-        seek_forward(from_, true);
+        seek_forward(left_key, true);
         return;
       }
       if (answer_ == side::tier) {
@@ -131,15 +130,15 @@ class engine_iterator final : public Iterator {
 
   void Prev() override {
     auto pinned = engine_->pin();
-    bool kept = tiered_;  // from_ holds the key the move leaves
-    if (kept) from_.assign(key());
+    bool kept = tiered_;  // left_key holds the key the move leaves
+    std::string_view left_key = kept ? leave() : std::string_view();
     const inode* left = current_;
     int attempt = 0;  // attempts that moved the list's side
     moving([&](bool stale) {
       if (stale || tiered_) {
-        keep_key_left(attempt, left, &kept);
+        keep_key_left(attempt, left, &kept, &left_key);
         enter_tier();
-        seek_backward(from_, false);
+        seek_backward(left_key, false);
         return;
       }
       ++attempt;
@@ -148,16 +147,17 @@ class engine_iterator final : public Iterator {
   }
 
   std::string_view key() const override {
-    return tiered_ && answer_ == side::tier ? tier_key_.view() : key_.view();
+    return tier_answers() ? tier_keys_[tier_at_].view() : key_.view();
   }
-  // The list's value is copied at the first call after a move (a scan that reads only keys
-  // copies none): from its node while no merge moved keys since the move (the node is then
-  // allocated while this call is pinned: moving), else read again at the iterator's
-  // version, from the list or the tier (a merge may have moved the key and freed its node;
-  // the tier then holds the same value). If that read fails, value() is empty and status()
-  // says why.
+  // The value is copied at the first call after a move (a scan that reads only keys copies
+  // none), from the node the move read it in while that node is still allocated, else read
+  // again at the iterator's version, from the list or the tier. The list's node: while no
+  // merge moved keys since the move (moving); a merge may have moved the key and freed its
+  // node, and the tier then holds the same value. The tier's node: while its run published
+  // no index since (packed_run's cursor, value_readable); a merge may have rewritten the
+  // key's node, with the same value. If that read fails, value() is empty and status() says
+  // why.
   std::string_view value() const override {
-    if (tiered_ && answer_ == side::tier) return tier_value_.view();
     if (!value_copied_) copy_value();
     return value_;
   }
@@ -168,27 +168,43 @@ class engine_iterator final : public Iterator {
  private:
   const key_index& index() const { return engine_->index(); }
 
-  // value() of a key the list answered, copied.
+  // value(), copied (above).
   void copy_value() const {
     auto pinned = engine_->pin();
     value_copied_ = true;
-    if (!unsettled() && engine_->moves() == moves_) {
+    if (tier_answers()) {
+      if (tier_->value_readable()) {
+        value_.assign(tier_->value());
+        return;
+      }
+    } else if (!unsettled() && engine_->moves() == moves_) {
       value_.assign(engine_->value_after(version_ref_, key_.size()));
       return;
     }
-    if (Status s = engine_->value_at(key_, registration_.version, verify_, &value_); !s.ok()) {
+    if (Status s = engine_->value_at(key(), registration_.version, verify_, &value_); !s.ok()) {
       value_.clear();
       status_ = std::move(s);
     }
   }
+  bool tier_answers() const { return tiered_ && answer_ == side::tier; }
 
-  // Next and Prev with the list alone: the key the move leaves, in from_, once the move
-  // needs it (a merge moved keys). Before any attempt moved the list's side, key_ still
-  // holds it; after one, the entry the iterator left does, allocated while the move is
-  // pinned (that attempt found moves() unchanged since the last move: moving).
-  void keep_key_left(int attempts, const inode* left, bool* kept) {
+  // Next and Prev with the tier: the key the move leaves, kept through the move. The
+  // tier's answer stays in its buffer, which the move's answers do not write
+  // (answer_from_tier); the list's is copied, since its side lands anew. REQUIRES: Valid().
+  std::string_view leave() {
+    tier_keep_ = tier_at_;
+    if (answer_ == side::tier) return tier_keys_[tier_at_].view();
+    from_.assign(key_);
+    return from_.view();
+  }
+  // Next and Prev with the list alone: the key the move leaves, in from_ (*key), once the
+  // move needs it (a merge moved keys). Before any attempt moved the list's side, key_
+  // still holds it; after one, the entry the iterator left does, allocated while the move
+  // is pinned (that attempt found moves() unchanged since the last move: moving).
+  void keep_key_left(int attempts, const inode* left, bool* kept, std::string_view* key) {
     if (*kept) return;
     from_.assign(attempts == 0 ? std::string_view(key_) : left->key());
+    *key = from_.view();
     *kept = true;
   }
 
@@ -212,6 +228,7 @@ class engine_iterator final : public Iterator {
   // entries that were in the index when it began and stay allocated until it unpins.
   template <class Move>
   void moving(Move&& move) {
+    value_copied_ = false;  // whichever side answers, its value is copied anew
     for (bool again = false;; again = true) {
       const std::uint64_t moves = engine_->moves();
       const bool stale = again || moves != moves_ || unsettled();
@@ -447,10 +464,12 @@ class engine_iterator final : public Iterator {
     }
   }
 
-  // The tier's key answers: copied. A delete on the list's side is kept as its key.
+  // The tier's key answers: copied, into the buffer that does not hold the key a Next or
+  // Prev leaves (leave), and its value once value() asks. A delete on the list's side is
+  // kept as its key.
   void answer_from_tier() {
-    tier_key_.assign(tier_->key());
-    tier_value_.assign(tier_->value());
+    tier_at_ = tier_keep_ ^ 1;
+    tier_keys_[tier_at_].assign(tier_->key());
     answer_ = side::tier;
     if (current_ != nullptr && list_deleted_) {
       list_key_.assign(key_);
@@ -690,8 +709,10 @@ class engine_iterator final : public Iterator {
   bool list_pending_ = false;   // the list's side is at list_key_: find its entry again
   std::string list_key_;
   std::optional<tier_cursor> tier_;
-  held_key tier_key_;                  // the tier's answer, copied
-  held_value tier_value_;
+  // The tier's answer is tier_keys_[tier_at_], copied; a Next or Prev keeps the key it
+  // leaves in tier_keys_[tier_keep_] (leave).
+  std::array<held_key, 2> tier_keys_;
+  unsigned tier_at_ = 0, tier_keep_ = 0;
   std::string resume_;                 // a key a move leaves
 };
 

@@ -46,6 +46,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -362,23 +363,35 @@ class packed_run {
     }
     // REQUIRES: valid().
     Status next() {
+      // The key it leaves stays in keys_[left_]: a read copies into the other buffer.
+      left_ = at_;
       if (run_->current().generation != generation_) {
         // The index was replaced: find the cursor's key again, and step past it if it is
-        // still there (else the seek is already at the key after it).
+        // still there (else the seek is already at the key after it). The seek reads into
+        // the other buffer; when it found the same key, that copy is the one kept, since
+        // the step reads into this buffer.
         load();
-        resume_.assign(key_);
-        if (Status s = seek_in(resume_); !s.ok() || !valid_ || key() != resume_.view()) {
+        if (Status s = seek_in(keys_[left_]); !s.ok() || !valid_ || key() != keys_[left_].view()) {
           return s;
         }
+        left_ = at_;
       }
       ++i_;
       return settle();
     }
     bool valid() const { return valid_; }
     // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
-    std::string_view key() const { return key_.view(); }
+    std::string_view key() const { return keys_[at_].view(); }
     std::string_view value() const { return value_; }  // empty for an erasure
     bool erased() const { return kind_ == packed_kind::erasure; }
+    // The key the cursor was at before its last move, until its next move, so that a
+    // caller that must seek again from there need not copy every key it steps past.
+    // REQUIRES: the last move was a next().
+    std::string_view left_key() const { return keys_[left_].view(); }
+    // Whether value() still lies in an allocated node: no index was published since the
+    // move that read it (the node is retired only once one that does not name it is).
+    // REQUIRES: pinned, and valid(); then the node stays allocated until unpinned.
+    bool value_readable() const { return run_->current().generation == generation_; }
 
    private:
     void load() {
@@ -429,7 +442,8 @@ class packed_run {
     Status read() {
       const auto r = view_->record(i_, verify_);
       if (!r) return fail();
-      key_.assign(view_->prefix(), r->suffix);
+      at_ ^= 1;
+      keys_[at_].assign(view_->prefix(), r->suffix);
       value_ = r->value;
       kind_ = r->kind;
       valid_ = true;
@@ -451,7 +465,9 @@ class packed_run {
     std::uint64_t generation_ = 0;
     std::size_t node_ = 0, i_ = 0;
     std::optional<view> view_;
-    inline_string<48> key_, resume_;
+    // The key of the record read last is keys_[at_]; next() leaves its key in keys_[left_].
+    std::array<inline_string<48>, 2> keys_;
+    unsigned at_ = 0, left_ = 0;
     std::string_view value_;
     packed_kind kind_ = packed_kind::value;
   };

@@ -323,19 +323,24 @@ class packed_tier {
     Status seek_to_last() { return seek_back({}, true); }
     // REQUIRES: valid().
     Status next() {
-      resume_.assign(key());
       if (parts_.size() == 1) {
         // The large run alone: no small run held keys when the parts were made. Its cursor
         // carries on across the run's own batches, and it holds no erasure (invariant (4)),
-        // so only a small run written since the parts were made calls for seeking again.
+        // so only a small run written since the parts were made calls for seeking again,
+        // past the key left, which the run's cursor still holds after its step.
         // (After a backward move too: the run's cursor is at the cursor's key.)
-        if (!small_runs_changed()) {
-          if (Status s = parts_[0].c.next(); !s.ok()) return fail(s);
-          current_ = parts_[0].c.valid() ? &parts_[0] : nullptr;
+        if (small_runs_changed()) {
+          resume_.assign(key());
+        } else {
+          part& p = parts_[0];
+          if (Status s = p.c.next(); !s.ok()) return fail(s);
+          current_ = p.c.valid() ? &p : nullptr;
           if (!small_runs_changed()) return Status::OK();
+          resume_.assign(p.c.left_key());
         }
         return seek_all(resume_, true);
       }
+      resume_.assign(key());
       // After a backward move the other parts are below the cursor's key, not at the first
       // key at least it: seek them all past it.
       if (!backward_ && !changed()) {
@@ -347,9 +352,13 @@ class packed_tier {
       return seek_all(resume_, true);
     }
     bool valid() const { return current_ != nullptr; }
-    // REQUIRES: valid(). Until the next move (and, beside a writer, while pinned).
+    // REQUIRES: valid(). key(): until the next move. value(): until the next move, while
+    // pinned beside a writer, or once pinned again while value_readable().
     std::string_view key() const { return current_->c.key(); }
     std::string_view value() const { return current_->c.value(); }
+    // Whether value() still lies in an allocated node (packed_run's cursor). REQUIRES:
+    // pinned, and valid(); then it stays allocated until unpinned.
+    bool value_readable() const { return current_->c.value_readable(); }
 
    private:
     struct part {
