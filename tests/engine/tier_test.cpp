@@ -399,7 +399,9 @@ TYPED_TEST(EngineTierTest, ATierValueAskedForAfterItsNodeWasRewrittenIsTheKeys) 
   auto* e = engine_of<TypeParam>(db.get());
   const auto tier_write = [&](std::uint64_t from, std::uint64_t to, const std::string& tag) {
     records r;
-    for (std::uint64_t i = from; i < to; i += 2) r.emplace_back(key_at(i), tag + key_at(i) + std::string(40, 'v'));
+    for (std::uint64_t i = from; i < to; i += 2) {
+      r.emplace_back(key_at(i), tag + key_at(i) + std::string(40, 'v'));
+    }
     std::sort(r.begin(), r.end());
     ASSERT_TRUE(e->TEST_tier_write(r, true).ok());  // merged into the large run
   };

@@ -10,9 +10,9 @@
 // key. Keys are copied when either side answers, and the value at the first value() after
 // a move, from the node the move read while it is still allocated, else read again: the
 // tier's node may go with a merge beside the iterator, and a merge may move the list's key
-// to the tier and free its entry and node. The list's side never rests between calls on the entry of a
-// delete (reclamation may remove it): it keeps the key instead, and finds its place again
-// when it moves. With an empty tier the iterator is the list's alone, as before.
+// to the tier and free its entry and node. The list's side never rests between calls on
+// the entry of a delete (reclamation may remove it): it keeps the key instead, and finds
+// its place again when it moves. With an empty tier the iterator is the list's alone, as before.
 //
 // Thread safety: one iterator is used by one thread at a time; any number of iterators and
 // writers run at once.
