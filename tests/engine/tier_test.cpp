@@ -18,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -870,6 +872,42 @@ TEST(EngineMergeThreadTest, MovesEveryKeyOnceWritesPause) {
   std::mt19937_64 rng(8);
   EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, kKeys)) << "after reopening";
   EXPECT_EQ(db->GetStats().live_keys, kKeys);
+}
+
+// The threads of this process named `name` (/proc/self/task/*/comm).
+std::size_t threads_named(const std::string& name) {
+  std::size_t n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++n;
+  }
+  return n;
+}
+
+// The engine's threads carry names, so that top, perf and a debugger tell them apart from
+// the application's, and they are gone once the store is closed.
+TEST(EngineMergeThreadTest, TheEnginesThreadsAreNamed) {
+  region memory(64u << 20);
+  ASSERT_EQ(threads_named("flintkv-merge"), 0u);
+  ASSERT_EQ(threads_named("flintkv-persist"), 0u);
+  {
+    Options options;
+    options.merge_interval = std::chrono::milliseconds(1);
+    options.persist_interval = std::chrono::milliseconds(1);
+    auto db = open_in<on_hardware<hashed, manual>>(memory, options);
+    ASSERT_NE(db, nullptr);
+    // Each thread names itself as it starts: the wait is for that state, bounded.
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while ((threads_named("flintkv-merge") == 0 || threads_named("flintkv-persist") == 0) &&
+           std::chrono::steady_clock::now() < limit) {
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(threads_named("flintkv-merge"), 1u);
+    EXPECT_EQ(threads_named("flintkv-persist"), 1u);
+  }
+  EXPECT_EQ(threads_named("flintkv-merge"), 0u);
+  EXPECT_EQ(threads_named("flintkv-persist"), 0u);
 }
 
 // The values of the fills below: "v" and the key's number.
