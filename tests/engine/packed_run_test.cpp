@@ -595,6 +595,79 @@ TYPED_TEST(PackedRunTest, SeeksBeforeAsAMapDoes) {
   }
 }
 
+// Keys of 14 to 40 bytes, most of which share their first 16 bytes or more (a tie that the
+// 16-byte prefixes of a node's samples cannot order), the others differing within them or
+// ending there.
+std::string long_key(std::mt19937_64& rng) {
+  static const std::string stem = "0123456789abcdefghij";
+  std::string k = stem.substr(0, 14 + rng() % 7);
+  for (std::size_t tail = rng() % 21; tail > 0; --tail) k += static_cast<char>('a' + rng() % 3);
+  return k;
+}
+
+// Seeks and seeks before of such keys, in runs of small nodes (a few records each, so that
+// samples repeat records) and of 4 KiB ones, after batches and after a recovery (which
+// samples the nodes again): a node's samples bound a search only by what their prefixes
+// decide.
+TYPED_TEST(PackedRunTest, SeeksAmongKeysThatShareLongPrefixesAsAMapDoes) {
+  using fx = typename TestFixture::fx;
+  using cursor = typename fx::run_type::cursor;
+  for (const std::size_t node_bytes : {std::size_t{256}, std::size_t{4096}}) {
+    SCOPED_TRACE("nodes of " + std::to_string(node_bytes));
+    fx f(64 << 20, node_bytes);
+    std::map<std::string, std::string> m;
+    std::mt19937_64 rng(77 + node_bytes);
+    const auto expect_seeks = [&](const std::string& when) {
+      cursor cur(*f.run, true);
+      for (int seek = 0; seek < 300; ++seek) {
+        const std::string probe =
+            seek % 4 == 0 && !m.empty()
+                ? std::next(m.begin(), static_cast<std::ptrdiff_t>(rng() % m.size()))->first
+                : long_key(rng);
+        const std::string context = when + ", probe " + probe;
+        ASSERT_TRUE(cur.seek(probe).ok()) << context;
+        auto it = m.lower_bound(probe);
+        ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, it, "seek: " + context));
+        for (int step = 0; step < 3 && it != m.end(); ++step) {
+          ASSERT_TRUE(cur.next().ok());
+          ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, ++it, "seek, next: " + context));
+        }
+        ASSERT_TRUE(cur.seek_before(probe).ok()) << context;
+        it = m.lower_bound(probe);
+        it = it == m.begin() ? m.end() : std::prev(it);
+        ASSERT_NO_FATAL_FAILURE(expect_at(cur, m, it, "seek_before: " + context));
+      }
+    };
+    for (int batch = 0; batch < 40; ++batch) {
+      std::map<std::string, std::optional<std::string>> b;
+      for (std::size_t n = 1 + rng() % 200; n > 0; --n) {
+        const std::string k = long_key(rng);
+        if (rng() % 4 == 0) {
+          b[k] = std::nullopt;
+        } else {
+          b[k] = std::string(rng() % 60, static_cast<char>('a' + rng() % 26));
+        }
+      }
+      ASSERT_TRUE(f.run->apply(TestFixture::changes_of(b)).ok());
+      for (const auto& [k, v] : b) {
+        if (v) {
+          m[k] = *v;
+        } else {
+          m.erase(k);
+        }
+      }
+      if (batch % 5 == 4) {
+        ASSERT_NO_FATAL_FAILURE(expect_seeks("batch " + std::to_string(batch)));
+      }
+      if (batch == 20) {
+        ASSERT_TRUE(f.recover().ok());
+        ASSERT_NO_FATAL_FAILURE(expect_seeks("recovered"));
+      }
+    }
+    EXPECT_GT(f.run->nodes(), 4u);
+  }
+}
+
 TYPED_TEST(PackedRunTest, ErasingEveryKeyGivesEveryBlockBack) {
   using fx = typename TestFixture::fx;
   fx f(64 << 20, 4096);

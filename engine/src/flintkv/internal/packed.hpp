@@ -380,6 +380,10 @@ class packed_view {
   std::size_t size() const { return count_; }
   // The bytes the node uses, from its start through its last record.
   std::size_t bytes() const { return end_; }
+  // Where the records begin: the header (prefix, offsets, fingerprints) is the bytes before.
+  std::size_t records_at() const { return prints_at_ + count_; }
+  // Where record i begins, as the header says. REQUIRES: i < size().
+  std::size_t offset(std::size_t i) const { return offset_of(i); }
   std::string_view prefix() const {
     return {reinterpret_cast<const char*>(base_) + offsets_at_ - prefix_, prefix_};
   }
@@ -463,13 +467,23 @@ class packed_view {
   // node as written, whatever the other records compared held: the writer's keys ascend.
   // Checking each record the search compares instead (six or so in a node of 4 KiB) cost a
   // Seek a check and a line of value bytes each.
+  //
+  // [lo, hi] bounds the answer when the caller knows more (packed_run's samples): then
+  // record lo - 1 (if lo > 0) is below `key` and record hi (if hi < size()) at least `key`
+  // in the node as written, and the search compares only the records between. The argument
+  // above holds as it is: the bounds stand for the comparisons of lo - 1 and hi, and the
+  // checks of the two records the search ends between are made the same way.
+  // REQUIRES: lo <= hi <= size().
   std::optional<std::size_t> lower_bound(std::string_view key, bool verify) const {
+    return lower_bound(key, verify, 0, count_);
+  }
+  std::optional<std::size_t> lower_bound(std::string_view key, bool verify, std::size_t lo,
+                                         std::size_t hi) const {
     const std::string_view head = key.substr(0, std::min(key.size(), prefix_));
     // A key that does not begin with the prefix is below every key of the node (a proper
     // prefix of the prefix is too) or above every key.
     if (const int c = compare_keys(head, prefix()); c != 0) return c > 0 ? count_ : 0;
     const std::string_view suffix = key.substr(prefix_);
-    std::size_t lo = 0, hi = count_;
     while (lo < hi) {
       const std::size_t mid = lo + (hi - lo) / 2;
       const auto r = record(mid, false);
