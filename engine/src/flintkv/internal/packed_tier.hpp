@@ -344,8 +344,20 @@ class packed_tier {
       // After a backward move the other parts are below the cursor's key, not at the first
       // key at least it: seek them all past it.
       if (!backward_ && !changed()) {
-        if (Status s = step_past(resume_); !s.ok()) return fail(s);
-        if (Status s = settle(); !s.ok()) return s;
+        if (runner_up_ == nullptr || current_->c.key() < runner_up_->c.key()) {
+          // No other part is at the key: the current one alone steps, and it stays the
+          // answer while its key is below every other part's and holds no erasure, which
+          // is how a scan mostly goes (the large run holds most keys): one comparison a
+          // step, not two of every part's key.
+          part& p = *current_;
+          if (Status s = p.c.next(); !s.ok()) return fail(s);
+          if (!p.c.valid() || !below_runner_up(p) || p.c.erased()) {
+            if (Status s = settle(); !s.ok()) return s;
+          }
+        } else {
+          if (Status s = step_past(resume_); !s.ok()) return fail(s);
+          if (Status s = settle(); !s.ok()) return s;
+        }
         // Moved on runs that did not change, unless one changed while they moved.
         if (!changed()) return Status::OK();
       }
@@ -445,11 +457,19 @@ class packed_tier {
     }
     // At the smallest key of the parts, from the newest part that holds it (parts are
     // newest first); a key whose newest record is an erasure is stepped past in every part.
+    // The runner-up is the part of the smallest key among the others (at the same key, if
+    // an older part holds it too).
     Status settle() {
       while (true) {
-        current_ = nullptr;
+        current_ = runner_up_ = nullptr;
         for (part& p : parts_) {
-          if (p.c.valid() && (current_ == nullptr || p.c.key() < current_->c.key())) current_ = &p;
+          if (!p.c.valid()) continue;
+          if (current_ == nullptr || p.c.key() < current_->c.key()) {
+            runner_up_ = current_;
+            current_ = &p;
+          } else if (runner_up_ == nullptr || p.c.key() < runner_up_->c.key()) {
+            runner_up_ = &p;
+          }
         }
         if (current_ == nullptr || !current_->c.erased()) return Status::OK();
         erased_.assign(current_->c.key());
@@ -462,7 +482,7 @@ class packed_tier {
     // already).
     Status settle_back() {
       while (true) {
-        current_ = nullptr;
+        current_ = runner_up_ = nullptr;
         for (part& p : parts_) {
           if (p.c.valid() && (current_ == nullptr || p.c.key() > current_->c.key())) current_ = &p;
         }
@@ -476,15 +496,22 @@ class packed_tier {
       }
     }
     Status fail(const Status& s) {
-      current_ = nullptr;
+      current_ = runner_up_ = nullptr;
       return s;
+    }
+    bool below_runner_up(const part& p) const {
+      return runner_up_ == nullptr || p.c.key() < runner_up_->c.key();
     }
 
     const packed_tier* tier_;
     bool verify_;
     std::vector<part> parts_;  // the occupied small runs, newest first, then the large run
     std::uint32_t occupied_ = 0;  // the tier's occupied slots when parts_ was made
-    const part* current_ = nullptr;
+    // The part that answers, and the runner-up (settle; none after a backward positioning,
+    // which next() does not step from). Both name parts_, made again only by seek_all and
+    // seek_back, which settle.
+    part* current_ = nullptr;
+    part* runner_up_ = nullptr;
     bool backward_ = false;  // whether the last positioning was backward
     inline_string<48> resume_;  // the key a step leaves
     inline_string<48> bound_;   // the key a seek starts from, or a backward positioning goes below
