@@ -340,27 +340,34 @@ class packed_tier {
         }
         return seek_all(resume_, true);
       }
-      resume_.assign(key());
       // After a backward move the other parts are below the cursor's key, not at the first
-      // key at least it: seek them all past it.
-      if (!backward_ && !changed()) {
-        if (runner_up_ == nullptr || current_->c.key() < runner_up_->c.key()) {
-          // No other part is at the key: the current one alone steps, and it stays the
-          // answer while its key is below every other part's and holds no erasure, which
-          // is how a scan mostly goes (the large run holds most keys): one comparison a
-          // step, not two of every part's key.
-          part& p = *current_;
-          if (Status s = p.c.next(); !s.ok()) return fail(s);
-          if (!p.c.valid() || !below_runner_up(p) || p.c.erased()) {
-            if (Status s = settle(); !s.ok()) return s;
-          }
-        } else {
-          if (Status s = step_past(resume_); !s.ok()) return fail(s);
-          if (Status s = settle(); !s.ok()) return s;
-        }
-        // Moved on runs that did not change, unless one changed while they moved.
-        if (!changed()) return Status::OK();
+      // key at least it: seek them all past it. Else the parts step, and the runs are
+      // checked once, after: a run that changed before the step shows then too (the parts'
+      // generations are those of the last positioning), and the runs' cursors carry on
+      // across their runs' changes meanwhile.
+      if (backward_) {
+        resume_.assign(key());
+        return seek_all(resume_, true);
       }
+      if (runner_up_ == nullptr || current_->c.key() < runner_up_->c.key()) {
+        // No other part is at the key: the current one alone steps, and it stays the
+        // answer while its key is below every other part's and holds no erasure, which is
+        // how a scan mostly goes (the large run holds most keys): one comparison a step,
+        // not two of every part's key. Its cursor keeps the key it left.
+        part& p = *current_;
+        if (Status s = p.c.next(); !s.ok()) return fail(s);
+        if (p.c.valid() && below_runner_up(p) && !p.c.erased()) {
+          if (!changed()) return Status::OK();
+          resume_.assign(p.c.left_key());
+          return seek_all(resume_, true);
+        }
+        resume_.assign(p.c.left_key());
+      } else {
+        resume_.assign(key());
+        if (Status s = step_past(resume_); !s.ok()) return fail(s);
+      }
+      if (Status s = settle(); !s.ok()) return s;
+      if (!changed()) return Status::OK();
       return seek_all(resume_, true);
     }
     bool valid() const { return current_ != nullptr; }
