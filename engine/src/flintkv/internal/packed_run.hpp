@@ -688,10 +688,7 @@ class packed_run {
   // Requests the lines of node r's first `bytes` (by default kPrefetchBytes: a cursor's
   // whole 4 KiB node; a block that holds one large record, its first bytes).
   void prefetch_node(const ref& r, std::size_t bytes = kPrefetchBytes) const {
-    const char* n = reinterpret_cast<const char*>(node(r.at));
-    for (std::size_t line = 0; line < r.bytes && line < bytes; line += 64) {
-      __builtin_prefetch(n + line);
-    }
+    prefetch_lines(r, 0, bytes);
   }
   static constexpr std::size_t kPrefetchBytes = 4096;
   // Requests the lines of node r's bytes [from, to), within its block.

@@ -349,7 +349,7 @@ class packed_tier {
         resume_.assign(key());
         return seek_all(resume_, true);
       }
-      if (runner_up_ == nullptr || current_->c.key() < runner_up_->c.key()) {
+      if (below_runner_up(*current_)) {
         // No other part is at the key: the current one alone steps, and it stays the
         // answer while its key is below every other part's and holds no erasure, which is
         // how a scan mostly goes (the large run holds most keys): one comparison a step,
