@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "flintkv/internal/key_filter.hpp"
+#include "flintkv/internal/keys.hpp"
 #include "flintkv/internal/packed_run.hpp"
 
 namespace flintkv::internal {
@@ -200,29 +201,54 @@ class packed_tier {
       cursors.emplace_back(*small_[i], true);
       if (Status s = cursors.back().seek_to_first(); !s.ok()) return s;
     }
+    // The cursors that hold keys, as a binary heap whose top is the smallest key's newest
+    // record (a tie goes to the higher slot): each key costs about two comparisons per
+    // level, a few in all, where a look at every cursor for each key cost two comparisons
+    // of each run's key, most of a merge's time behind a fill (24 runs).
+    std::vector<std::size_t> heap;  // indexes of cursors
+    const auto before = [&](std::size_t a, std::size_t b) {
+      const int c = compare_keys(cursors[a].key(), cursors[b].key());
+      return c < 0 || (c == 0 && a > b);
+    };
+    const auto sift_down = [&](std::size_t i) {
+      while (true) {
+        std::size_t least = i;
+        for (std::size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap.size(); ++child) {
+          if (before(heap[child], heap[least])) least = child;
+        }
+        if (least == i) return;
+        std::swap(heap[i], heap[least]);
+        i = least;
+      }
+    };
+    // Steps the top's cursor; one at its end leaves the heap.
+    const auto step_top = [&]() -> Status {
+      if (Status s = cursors[heap.front()].next(); !s.ok()) return s;
+      if (!cursors[heap.front()].valid()) {
+        heap.front() = heap.back();
+        heap.pop_back();
+      }
+      if (!heap.empty()) sift_down(0);
+      return Status::OK();
+    };
+    for (std::size_t i = 0; i < end_; ++i) {
+      if (cursors[i].valid()) heap.push_back(i);
+    }
+    for (std::size_t i = heap.size() / 2; i-- > 0;) sift_down(i);
     std::vector<change> changes;
     std::string keys;  // the merged keys, back to back: changes' keys point into it
     std::vector<std::size_t> key_ends;
-    while (true) {
-      std::size_t newest = end_;
-      for (std::size_t i = end_; i-- > 0;) {
-        if (cursors[i].valid() && (newest == end_ || cursors[i].key() < cursors[newest].key())) {
-          newest = i;
-        }
-      }
-      if (newest == end_) break;
+    while (!heap.empty()) {
+      const typename run::cursor& newest = cursors[heap.front()];
       const std::size_t at = keys.size();
-      keys.append(cursors[newest].key());
+      keys.append(newest.key());
       key_ends.push_back(keys.size());
-      changes.push_back({{}, cursors[newest].value(), cursors[newest].erased(),
-                         run::erase_as::removal});
+      changes.push_back({{}, newest.value(), newest.erased(), run::erase_as::removal});
       const std::string_view key(keys.data() + at, keys.size() - at);  // until keys grows
-      for (std::size_t i = 0; i < end_; ++i) {
-        if (i != newest && cursors[i].valid() && cursors[i].key() == key) {
-          if (Status s = cursors[i].next(); !s.ok()) return s;
-        }
-      }
-      if (Status s = cursors[newest].next(); !s.ok()) return s;
+      // The older runs' records of the key come to the top next: each is passed over.
+      do {
+        if (Status s = step_top(); !s.ok()) return s;
+      } while (!heap.empty() && cursors[heap.front()].key() == key);
     }
     for (std::size_t i = 0, at = 0; i < changes.size(); at = key_ends[i], ++i) {
       changes[i].key = std::string_view(keys.data() + at, key_ends[i] - at);
