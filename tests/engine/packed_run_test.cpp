@@ -1736,7 +1736,8 @@ class tier_kv : subject_support<Policy> {
       s = tier_.flush({&c, 1});
     }
     finish(s);
-    if (++flushes_ % 5 == 0) finish(tier_.merge());
+    // Every tenth flush merges, so that the flush into slot kPackedGather - 1 gathers first.
+    if (++flushes_ % 10 == 0) finish(tier_.merge());
   }
 
   alloc::pool pool_;

@@ -16,6 +16,7 @@
 // Invariants (of the durable state, at every persistence event):
 //  (1) No small run at or above slot `end` holds a key: a flush fills slot end (and then
 //      end moves up), a merge empties every slot from the oldest up (and end goes to 0).
+//      Slots below end may be empty: a gathering flush (6) empties those it gathered.
 //  (2) Each key's answer is the newest run's record: a merge writes into the large run the
 //      newest small run's record of each key (its value, or its removal for an erasure)
 //      before it empties any small run, and empties the oldest first, so a crash inside it
@@ -26,6 +27,13 @@
 //      flush is durable all the same.)
 //  (4) The large run holds no erasure record.
 //  (5) Every run is a packed run (packed_run.hpp), with its invariants.
+//  (6) A gathering flush (the one into slot kPackedGather - 1, 2 * kPackedGather - 1, ...)
+//      writes as its new run the batch together with, for each key the batch lacks, the
+//      newest record (a value or an erasure) of the runs in the slots below since the last
+//      such slot, and only then empties those runs. The new run is newer than all of them,
+//      so from its head's store on each of their keys answers from it as it did from them,
+//      and a crash or a reader finds each key's answer unchanged whichever of them are left.
+//      So readers meet at most 3 gathered runs and 7 others, not 24.
 //
 // Errors: as a packed run's. A flush into a tier whose slots are all taken is Busy: merge
 // first. After an error, each key is as (2) and (3) say, and the tier is usable.
@@ -58,6 +66,10 @@
 namespace flintkv::internal {
 
 inline constexpr std::size_t kPackedSmallRuns = 24;  // at most 32: slots are bits of a word
+// A flush into slot kPackedGather - 1, 2 * kPackedGather - 1, ... gathers the runs below it
+// since the last such slot (invariant (6)).
+inline constexpr std::size_t kPackedGather = 8;
+static_assert(kPackedSmallRuns % kPackedGather == 0);
 
 // The tier's words in the pool: each run's head, and the size of the nodes its runs were
 // written with (a checked word), which recovery compares with the size it is opened with:
@@ -170,21 +182,45 @@ class packed_tier {
 
   // Writes `changes` (sorted by key, no key twice; each erasure is recorded, whatever its
   // `as`) as a new small run (invariant (3)). Busy if every slot is taken (merge first);
-  // otherwise as a run's apply (NoSpace writes nothing).
+  // otherwise as a run's apply (NoSpace writes nothing). The flush into each kPackedGather-th
+  // slot (7, 15, 23) gathers the runs of the slots below it since the last such slot into
+  // the new run too (invariant (6)), so that readers meet at most about a third as many
+  // runs: a Seek positions a cursor in every run that holds keys.
   Status flush(std::span<const change> changes) {
     if (changes.empty()) return Status::OK();
     if (full()) return Status::Busy("packed tier: every small run is taken");
     std::vector<change> batch(changes.begin(), changes.end());
     for (change& c : batch) c.as = run::erase_as::record;
+    const std::uint32_t gathered = end_ % kPackedGather == kPackedGather - 1
+                                       ? occupied_.load(std::memory_order_relaxed) &
+                                             (slot_bit(end_) - slot_bit(end_ + 1 - kPackedGather))
+                                       : 0;
+    std::string keys;  // the gathered records' keys: batch's keys point into it
+    if (gathered != 0) {
+      std::vector<change> older;
+      if (Status s = newest_records(gathered, run::erase_as::record, &older, &keys); !s.ok()) {
+        return s;
+      }
+      batch = newer_over_older(batch, older);
+    }
     // An empty run takes a batch whole: its nodes, then one store of its head (a batch that
     // runs out of room frees the nodes it made and stores nothing).
     Status s = small_[end_]->apply(batch);
     if (small_[end_]->nodes() != 0) {
-      // The front filter takes the run's keys before readers find its slot (front_).
-      for (const change& c : batch) front_hashes_.push_back(key_hash(c.key));
-      publish_front(batch.size());
+      // The front filter takes the run's keys before readers find its slot (front_); the
+      // gathered runs' keys are in it already.
+      for (const change& c : changes) front_hashes_.push_back(key_hash(c.key));
+      publish_front(changes.size());
       occupied_.fetch_or(slot_bit(end_), std::memory_order_release);
       ++end_;
+      // Each key of the gathered runs has its newest record of theirs, or a newer one, in
+      // the new run, which readers find first: the gathered runs answer nothing any more
+      // and go, in any order.
+      for (std::uint32_t m = gathered; m != 0; m &= m - 1) {
+        const auto i = static_cast<std::size_t>(std::countr_zero(m));
+        small_[i]->clear();
+        occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
+      }
     }
     return s;
   }
@@ -192,66 +228,14 @@ class packed_tier {
   // Merges every small run into the large run, then empties them (invariants (2), (4)).
   Status merge() {
     if (end_ == 0) return Status::OK();
-    // The small runs' keys in order, each with the newest run's record: their cursors side
-    // by side. A newest erasure removes the key from the large run; an erasure record never
-    // enters it, since no run below it is left to hide.
-    std::vector<typename run::cursor> cursors;
-    cursors.reserve(end_);
-    for (std::size_t i = 0; i < end_; ++i) {
-      cursors.emplace_back(*small_[i], true);
-      if (Status s = cursors.back().seek_to_first(); !s.ok()) return s;
-    }
-    // The cursors that hold keys, as a binary heap whose top is the smallest key's newest
-    // record (a tie goes to the higher slot): each key costs about two comparisons per
-    // level, a few in all, where a look at every cursor for each key cost two comparisons
-    // of each run's key, most of a merge's time behind a fill (24 runs).
-    std::vector<std::size_t> heap;  // indexes of cursors
-    const auto before = [&](std::size_t a, std::size_t b) {
-      const int c = compare_keys(cursors[a].key(), cursors[b].key());
-      return c < 0 || (c == 0 && a > b);
-    };
-    const auto sift_down = [&](std::size_t i) {
-      while (true) {
-        std::size_t least = i;
-        for (std::size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap.size(); ++child) {
-          if (before(heap[child], heap[least])) least = child;
-        }
-        if (least == i) return;
-        std::swap(heap[i], heap[least]);
-        i = least;
-      }
-    };
-    // Steps the top's cursor; one at its end leaves the heap.
-    const auto step_top = [&]() -> Status {
-      if (Status s = cursors[heap.front()].next(); !s.ok()) return s;
-      if (!cursors[heap.front()].valid()) {
-        heap.front() = heap.back();
-        heap.pop_back();
-      }
-      if (!heap.empty()) sift_down(0);
-      return Status::OK();
-    };
-    for (std::size_t i = 0; i < end_; ++i) {
-      if (cursors[i].valid()) heap.push_back(i);
-    }
-    for (std::size_t i = heap.size() / 2; i-- > 0;) sift_down(i);
+    // The small runs' keys in order, each with the newest run's record. A newest erasure
+    // removes the key from the large run; an erasure record never enters it, since no run
+    // below it is left to hide.
     std::vector<change> changes;
-    std::string keys;  // the merged keys, back to back: changes' keys point into it
-    std::vector<std::size_t> key_ends;
-    while (!heap.empty()) {
-      const typename run::cursor& newest = cursors[heap.front()];
-      const std::size_t at = keys.size();
-      keys.append(newest.key());
-      key_ends.push_back(keys.size());
-      changes.push_back({{}, newest.value(), newest.erased(), run::erase_as::removal});
-      const std::string_view key(keys.data() + at, keys.size() - at);  // until keys grows
-      // The older runs' records of the key come to the top next: each is passed over.
-      do {
-        if (Status s = step_top(); !s.ok()) return s;
-      } while (!heap.empty() && cursors[heap.front()].key() == key);
-    }
-    for (std::size_t i = 0, at = 0; i < changes.size(); at = key_ends[i], ++i) {
-      changes[i].key = std::string_view(keys.data() + at, key_ends[i] - at);
+    std::string keys;  // the merged keys: changes' keys point into it
+    const std::uint32_t all = occupied_.load(std::memory_order_relaxed);
+    if (Status s = newest_records(all, run::erase_as::removal, &changes, &keys); !s.ok()) {
+      return s;
     }
     // The values point into the small runs, which stay until the large run is written. A
     // removal of a key the large run does not hold leaves its node as it is (packed_run).
@@ -260,7 +244,8 @@ class packed_tier {
     // so each key's newest record is still the one the large run took. Emptied newest
     // first, the run of a key's newest record (a value, or an erasure the large run took as
     // a removal) could go before an older run of an older value, which would answer again.
-    for (std::size_t i = 0; i < end_; ++i) {
+    for (std::uint32_t m = all; m != 0; m &= m - 1) {  // the lowest slot first
+      const auto i = static_cast<std::size_t>(std::countr_zero(m));
       small_[i]->clear();
       occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
     }
@@ -562,6 +547,91 @@ class packed_tier {
     return {place_of(pool, word).holder, word_field::packed_shape};
   }
   static constexpr std::uint32_t slot_bit(std::size_t i) { return std::uint32_t{1} << i; }
+  // The keys the small runs of `slots` (a mask of slot bits) hold, in order, each with the
+  // newest of those runs' records (an erasure as `as`), into *out; their keys are copied
+  // into *keys, which out's keys view. The values view the runs' nodes, which stay while
+  // the runs do. The runs' cursors sit in a binary heap whose top is the smallest key's
+  // newest record (a tie goes to the higher slot): each key costs about two comparisons
+  // per level, a few in all, where a look at every cursor for each key cost two
+  // comparisons of each run's key, most of a merge's time behind a fill (24 runs).
+  Status newest_records(std::uint32_t slots, typename run::erase_as as, std::vector<change>* out,
+                        std::string* keys) const {
+    std::vector<typename run::cursor> cursors;
+    cursors.reserve(static_cast<std::size_t>(std::popcount(slots)));
+    for (std::uint32_t m = slots; m != 0; m &= m - 1) {  // the lowest slot first
+      cursors.emplace_back(*small_[static_cast<std::size_t>(std::countr_zero(m))], true);
+      if (Status s = cursors.back().seek_to_first(); !s.ok()) return s;
+    }
+    std::vector<std::size_t> heap;  // indexes of cursors: a higher index is a newer run
+    const auto before = [&](std::size_t a, std::size_t b) {
+      const int c = compare_keys(cursors[a].key(), cursors[b].key());
+      return c < 0 || (c == 0 && a > b);
+    };
+    const auto sift_down = [&](std::size_t i) {
+      while (true) {
+        std::size_t least = i;
+        for (std::size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap.size(); ++child) {
+          if (before(heap[child], heap[least])) least = child;
+        }
+        if (least == i) return;
+        std::swap(heap[i], heap[least]);
+        i = least;
+      }
+    };
+    // Steps the top's cursor; one at its end leaves the heap.
+    const auto step_top = [&]() -> Status {
+      if (Status s = cursors[heap.front()].next(); !s.ok()) return s;
+      if (!cursors[heap.front()].valid()) {
+        heap.front() = heap.back();
+        heap.pop_back();
+      }
+      if (!heap.empty()) sift_down(0);
+      return Status::OK();
+    };
+    for (std::size_t i = 0; i < cursors.size(); ++i) {
+      if (cursors[i].valid()) heap.push_back(i);
+    }
+    for (std::size_t i = heap.size() / 2; i-- > 0;) sift_down(i);
+    std::vector<std::size_t> key_ends;
+    keys->clear();
+    out->clear();
+    while (!heap.empty()) {
+      const typename run::cursor& newest = cursors[heap.front()];
+      const std::size_t at = keys->size();
+      keys->append(newest.key());
+      key_ends.push_back(keys->size());
+      out->push_back({{}, newest.value(), newest.erased(), as});
+      const std::string_view key(keys->data() + at, keys->size() - at);  // until keys grows
+      // The older runs' records of the key come to the top next: each is passed over.
+      do {
+        if (Status s = step_top(); !s.ok()) return s;
+      } while (!heap.empty() && cursors[heap.front()].key() == key);
+    }
+    for (std::size_t i = 0, at = 0; i < out->size(); at = key_ends[i], ++i) {
+      (*out)[i].key = std::string_view(keys->data() + at, key_ends[i] - at);
+    }
+    return Status::OK();
+  }
+  // The changes of `newer` and `older` (each sorted, no key twice) in order, newer's where
+  // both have a key.
+  static std::vector<change> newer_over_older(std::span<const change> newer,
+                                              std::span<const change> older) {
+    std::vector<change> both;
+    both.reserve(newer.size() + older.size());
+    std::size_t i = 0, j = 0;
+    while (i < newer.size() || j < older.size()) {
+      const int c = i == newer.size()   ? 1
+                    : j == older.size() ? -1
+                                        : compare_keys(newer[i].key, older[j].key);
+      if (c <= 0) {
+        if (c == 0) ++j;
+        both.push_back(newer[i++]);
+      } else {
+        both.push_back(older[j++]);
+      }
+    }
+    return both;
+  }
 
   // Publishes a front filter over front_hashes_, whose last `added` are new since the last:
   // the last one's copy with them added, or, past its capacity, one made anew for at least
