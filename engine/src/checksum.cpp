@@ -6,7 +6,7 @@
 
 namespace flintkv::internal {
 
-namespace {
+namespace detail {
 
 std::uint32_t crc32c_table(std::uint32_t crc, const unsigned char* p, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) crc = (crc >> 8) ^ kCrc32cTable[(crc ^ p[i]) & 0xff];
@@ -45,26 +45,17 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc,
   return c32;
 }
 
-using crc_fn = std::uint32_t (*)(std::uint32_t, const unsigned char*, std::size_t) noexcept;
-
-crc_fn pick() noexcept {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("sse4.2") ? crc32c_sse42 : crc32c_table;
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_seeded_sse42(
+    std::uint32_t crc, std::uint64_t w0, std::uint64_t w1, const unsigned char* p,
+    std::size_t n) noexcept {
+  const auto c = static_cast<std::uint32_t>(_mm_crc32_u64(_mm_crc32_u64(crc, w0), w1));
+  return crc32c_sse42(c, p, n);
 }
 
-crc_fn chosen() noexcept {
-  static const crc_fn f = pick();
-  return f;
-}
-
-}  // namespace
-
-std::uint32_t crc32c(std::uint32_t crc, const void* data, std::size_t n) noexcept {
-  return chosen()(crc, static_cast<const unsigned char*>(data), n);
-}
+}  // namespace detail
 
 const char* crc32c_implementation() noexcept {
-  return chosen() == crc32c_sse42 ? "sse4.2" : "table";
+  return detail::crc32c_instruction ? "sse4.2" : "table";
 }
 
 }  // namespace flintkv::internal

@@ -53,6 +53,19 @@ TEST(ChecksumTest, Crc32cIsTheStandardOneInBothForms) {
         for (int k = 0; k < 8; ++k) want = (want >> 1) ^ ((want & 1) ? in::kCrc32cPolynomial : 0);
       }
       ASSERT_EQ(in::crc32c(0x9abcdef0u, bytes.data() + at, n), want) << at << " " << n;
+      ASSERT_EQ(in::detail::crc32c_table(0x9abcdef0u, bytes.data() + at, n), want);
+    }
+  }
+  // The seeded form is the two words and then the bytes, with either implementation.
+  for (int i = 0; i < 200; ++i) {
+    const std::uint64_t w0 = rng(), w1 = rng();
+    const auto seed = static_cast<std::uint32_t>(rng());
+    const std::size_t n = rng() % 41, at = rng() % 8;
+    const std::uint32_t want =
+        in::crc32c(in::crc32c_word(in::crc32c_word(seed, w0), w1), bytes.data() + at, n);
+    ASSERT_EQ(in::crc32c_seeded(seed, w0, w1, bytes.data() + at, n), want) << at << " " << n;
+    if (std::string_view(in::crc32c_implementation()) == "sse4.2") {
+      ASSERT_EQ(in::detail::crc32c_seeded_sse42(seed, w0, w1, bytes.data() + at, n), want);
     }
   }
 }

@@ -139,11 +139,15 @@ inline std::uint32_t get_u32(const unsigned char* p) {
 inline void put_u32(unsigned char* p, std::uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
 }
-inline std::uint32_t header_seed(node_offset at, std::uint64_t shape) {
-  return crc32c_word(crc32c_word(kHeaderSeed, at.value), shape);
+// The header's check: of `n` bytes at `p`, seeded with the node's offset and its shape word.
+inline std::uint32_t header_check(node_offset at, std::uint64_t shape, const void* p,
+                                  std::size_t n) {
+  return crc32c_seeded(kHeaderSeed, at.value, shape, p, n);
 }
-inline std::uint32_t record_seed(node_offset at, std::size_t index) {
-  return crc32c_word(crc32c_word(kRecordSeed, at.value), index);
+// Record `index`'s check: of its `n` bytes at `p`, seeded with the node's offset and the index.
+inline std::uint32_t record_check(node_offset at, std::size_t index, const void* p,
+                                  std::size_t n) {
+  return crc32c_seeded(kRecordSeed, at.value, index, p, n);
 }
 inline std::size_t common_prefix(std::string_view a, std::string_view b) {
   const std::size_t n = std::min(a.size(), b.size());
@@ -267,11 +271,11 @@ class packed_builder {
       r += k.size() - prefix_;
       if (!v.empty()) std::memcpy(r, v.data(), v.size());
       r += v.size();
-      f::put_u32(r, crc32c(f::record_seed(at, i), start, static_cast<std::size_t>(r - start)));
+      f::put_u32(r, f::record_check(at, i, start, static_cast<std::size_t>(r - start)));
       r += f::kRecordCheckBytes;
       record_at += static_cast<std::size_t>(r - start);
     }
-    f::put_u32(at_offset(words), crc32c(f::header_seed(at, shape), at_offset(prefix_at),
+    f::put_u32(at_offset(words), f::header_check(at, shape, at_offset(prefix_at),
                                         prints_at + n - prefix_at));
     return shape;
   }
@@ -370,7 +374,7 @@ class packed_view {
     const std::size_t records_at = v.prints_at_ + v.count_;
     if (v.count_ == 0 || v.end_ > block_bytes || records_at > v.end_) return std::nullopt;
     if (verify &&
-        crc32c(f::header_seed(at, *shape), v.base_ + prefix_at, records_at - prefix_at) !=
+        f::header_check(at, *shape, v.base_ + prefix_at, records_at - prefix_at) !=
             f::get_u32(v.base_ + packed_node<Policy>::words_size())) {
       return std::nullopt;
     }
@@ -416,7 +420,7 @@ class packed_view {
     const char* const s = reinterpret_cast<const char*>(p);
     const unsigned char* const check = p + suffix_size + value_size;
     if (verify &&
-        crc32c(f::record_seed(at_, i), base_ + at, static_cast<std::size_t>(check - (base_ + at))) !=
+        f::record_check(at_, i, base_ + at, static_cast<std::size_t>(check - (base_ + at))) !=
             f::get_u32(check)) {
       return std::nullopt;
     }
