@@ -8,8 +8,9 @@
 // A key's record is the one in the newest run that holds one: the small runs newest first
 // (a higher slot is newer), then the large run. A record is a value or an erasure
 // (packed.hpp): a batch's erasure becomes an erasure record in the batch's small run, which
-// hides the key's records in older runs, so a flush writes its own run and touches no
-// other. A merge takes each key's newest record into the large run: a value is written, an
+// hides the key's records in older runs, so a flush writes its own run and changes no
+// other (a gathering flush, invariant (6), empties runs whose keys its run answers for). A
+// merge takes each key's newest record into the large run: a value is written, an
 // erasure removes the key. The large run is the bottom: no older run is left for an
 // erasure to hide, so it holds values only.
 //
