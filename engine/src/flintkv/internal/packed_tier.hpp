@@ -34,7 +34,7 @@
 //      such slot, and only then empties those runs. The new run is newer than all of them,
 //      so from its head's store on each of their keys answers from it as it did from them,
 //      and a crash or a reader finds each key's answer unchanged whichever of them are left.
-//      So readers meet at most 3 gathered runs and 7 others, not 24.
+//      So readers meet at most nine small runs (two gathered and seven others), not 24.
 //
 // Errors: as a packed run's. A flush into a tier whose slots are all taken is Busy: merge
 // first. After an error, each key is as (2) and (3) say, and the tier is usable.
@@ -554,7 +554,7 @@ class packed_tier {
   // the runs do. The runs' cursors sit in a binary heap whose top is the smallest key's
   // newest record (a tie goes to the higher slot): each key costs about two comparisons
   // per level, a few in all, where a look at every cursor for each key cost two
-  // comparisons of each run's key, most of a merge's time behind a fill (24 runs).
+  // comparisons of each run's key (before gathering, two thirds of a merge behind a fill).
   Status newest_records(std::uint32_t slots, typename run::erase_as as, std::vector<change>* out,
                         std::string* keys) const {
     std::vector<typename run::cursor> cursors;
