@@ -977,8 +977,18 @@ class packed_run {
       *pred_place = in_node(made.back().at, word_field::packed_next);
     }
     out->insert(out->end(), made.begin(), made.end());
+    release_large_buffers();
     return Status::OK();
   }
+  // A replace into an empty run (apply) merges a whole batch at once, and a merge of the
+  // tier's small runs into an empty large run is every record they hold: the buffers of
+  // such a call are let go, not kept at that size for the groups of a few nodes that later
+  // calls merge (about 56 bytes a record: a million records would keep 56 MB of DRAM).
+  void release_large_buffers() {
+    if (merged_.capacity() > kKeptRecords) std::vector<merged_record>().swap(merged_);
+    if (keys_.capacity() > kKeptRecords * 32) std::string().swap(keys_);
+  }
+  static constexpr std::size_t kKeptRecords = 4 * kGroupNodes * 64;
 
   const alloc::pool& pool_;
   heap& heap_;
