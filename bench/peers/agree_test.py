@@ -133,6 +133,11 @@ def main():
                                     f"{result['store_bytes']} store bytes")
                 if not result["peak_rss_bytes"] > 0 or not result["settings"]:
                     failures.append(f"{where}: no peak resident memory or settings")
+                # DRAM: LevelDB's is its resident memory; FlintKV's leaves its pool out.
+                dram, rss = result.get("peak_dram_bytes"), result["peak_rss_bytes"]
+                if (dram is None or not 0 < dram <= rss or
+                        (system == "leveldb" and dram != rss)):
+                    failures.append(f"{where}: peak DRAM {dram}, peak resident {rss}")
             if r["flintkv"]["found"] != r["leveldb"]["found"]:
                 failures.append(f"{benchmark} threads={threads}: FlintKV found "
                                 f"{r['flintkv']['found']}, LevelDB {r['leveldb']['found']}")

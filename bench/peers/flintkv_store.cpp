@@ -75,6 +75,7 @@ class flintkv_store final : public store {
     return Status::OK();
   }
   std::uint64_t bytes() override { return db_->GetStats().pool_used; }
+  bool maps_persistent_memory() const override { return true; }
   std::optional<std::uint64_t> live_keys() override { return db_->GetStats().live_keys; }
   std::string settings() override {
     Stats stats = db_->GetStats();

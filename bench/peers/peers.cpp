@@ -22,7 +22,8 @@
 //                     run's; ops are the committed transactions
 // Besides ops/s: the store's bytes per live key after the workload (its files' sizes;
 // FlintKV: the pool's bytes in use) and the peak resident memory of the process
-// (getrusage's ru_maxrss: the fill included). With --verify=1 (for the tests), after the
+// (getrusage's ru_maxrss: the fill included), and its peak DRAM: the same, but for FlintKV
+// the peak without its pool's pages, which stand for persistent memory (dram_sampler). With --verify=1 (for the tests), after the
 // timed part, one session gets every key 0 .. num-1 and "verified_keys" says how many it
 // found (untimed).
 //
@@ -39,12 +40,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <latch>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -93,6 +97,72 @@ struct worker {
   std::string key_a, key_b;       // transfer: the keys of the current transaction
   steady::time_point start, finish;
   Status status;
+};
+
+// The process's resident memory by kind (/proc/self/status), in bytes; nullopt if unread.
+struct resident {
+  std::uint64_t anon = 0, file = 0, shmem = 0;  // RssAnon, RssFile, RssShmem
+};
+std::optional<resident> read_resident() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return std::nullopt;
+  resident r;
+  int seen = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line, "RssAnon: %llu", &kib) == 1) {
+      r.anon = kib * 1024, ++seen;
+    } else if (std::sscanf(line, "RssFile: %llu", &kib) == 1) {
+      r.file = kib * 1024, ++seen;
+    } else if (std::sscanf(line, "RssShmem: %llu", &kib) == 1) {
+      r.shmem = kib * 1024, ++seen;
+    }
+  }
+  std::fclose(f);
+  if (seen != 3) return std::nullopt;
+  return r;
+}
+
+// The peak of the process's resident memory without its shared-memory pages (RssShmem: in
+// FlintKV's runs, its pool's pages, the only shared mapping the process has, a file in
+// /dev/shm), sampled every kEvery from construction to stop(): the DRAM of a system whose
+// store is a mapped pool of persistent memory (store::maps_persistent_memory). A peak
+// shorter than kEvery may be missed, so the figure is at most the true peak.
+class dram_sampler {
+ public:
+  static constexpr std::chrono::milliseconds kEvery{5};
+  dram_sampler() : thread_([this] { loop(); }) {}
+  ~dram_sampler() { stop(); }
+  // Stops sampling (one last sample first); nullopt if /proc/self/status could not be read.
+  std::optional<std::uint64_t> stop() {
+    if (thread_.joinable()) {
+      {
+        std::lock_guard lock(mutex_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+    }
+    return read_ ? std::optional(peak_) : std::nullopt;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    do {
+      if (const auto r = read_resident()) {
+        read_ = true;
+        peak_ = std::max(peak_, r->anon + r->file);
+      }
+    } while (!cv_.wait_for(lock, kEvery, [this] { return stop_; }));
+    if (const auto r = read_resident()) peak_ = std::max(peak_, r->anon + r->file);
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false, read_ = false;
+  std::uint64_t peak_ = 0;
+  std::thread thread_;  // last: started once the rest is set
 };
 
 // What the timed part measured.
@@ -426,6 +496,7 @@ int run(const peers_config& config) {
   sc.sync = config.sync;
   sc.persist_every = config.persist_every;
   sc.transfers = config.benchmark == "transfer";
+  dram_sampler sampler;
   std::unique_ptr<store> db;
   if (Status s = open_store(config.system, sc, &db); !s.ok()) return fail(s);
 
@@ -445,10 +516,15 @@ int run(const peers_config& config) {
   const std::uint64_t bytes = db->bytes();
   const std::uint64_t live = db->live_keys().value_or(config.num);
   const std::string settings = db->settings();
+  const bool persistent_pool = db->maps_persistent_memory();
   db.reset();
+  const std::optional<std::uint64_t> sampled = sampler.stop();
   rusage usage{};
   ::getrusage(RUSAGE_SELF, &usage);
   const std::uint64_t peak_rss = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;
+  // DRAM: every resident page (ru_maxrss, exact), but for a store in a persistent-memory
+  // pool the peak without the pool's pages (sampled).
+  const std::optional<std::uint64_t> peak_dram = persistent_pool ? sampled : peak_rss;
 
   std::string o = "{";
   auto field = [&o](std::string_view name, const std::string& value) {
@@ -483,6 +559,7 @@ int run(const peers_config& config) {
   field("store_bytes", integer(bytes));
   field("bytes_per_key", live > 0 ? json_number(double(bytes) / double(live)) : "null");
   field("peak_rss_bytes", integer(peak_rss));
+  field("peak_dram_bytes", peak_dram ? integer(*peak_dram) : "null");
   field("settings", json_string(settings));
   std::printf("%s}\n", o.c_str());
   return 0;

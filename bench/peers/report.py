@@ -95,6 +95,14 @@ NOTES = """\
   and LMDB's map, which is where their data lives. RocksDB and LevelDB read their files with
   `pread` into their block cache, so the files' pages in the kernel's page cache (tmpfs) are
   not counted: their figure is the memtables, block cache, index and filter blocks.
+- **Peak DRAM** is the memory each system needs of DRAM on the hardware it is built for.
+  For RocksDB, LevelDB and LMDB it is their peak resident memory as above (LMDB's map is
+  the page cache, DRAM on any device). FlintKV's pool stands for persistent memory (NVM,
+  CXL memory), which on such a machine is not DRAM: its figure is the peak of the process's
+  resident memory without the pool's pages (`RssAnon` + `RssFile` of `/proc/self/status`,
+  without `RssShmem`, the pool being the process's only shared-memory mapping), sampled
+  every 5 ms by the driver, so a peak shorter than that may be missed. The pool's pages
+  are in the row above; what the pool holds is the bytes per live key.
 - **One machine, shared.** The load average before and after is in the header; a figure
   from a loaded machine says little."""
 
@@ -448,8 +456,12 @@ def main():
         table(w, "Store bytes per live key", "After the workload (see above for what is "
               "counted).", points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
         table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, "
-              "the fill included.", points, systems, metric("peak_rss_bytes", 1 / 2**20),
-              lambda v: f"{v:.0f}")
+              "the fill included: FlintKV's pool pages too.", points, systems,
+              metric("peak_rss_bytes", 1 / 2**20), lambda v: f"{v:.0f}")
+        if any(r.get("peak_dram_bytes") is not None for rs in by_point.values() for r in rs):
+            table(w, "Peak DRAM (MiB)", "The same, but for FlintKV without its pool's pages "
+                  "(the pool stands for persistent memory; sampled every 5 ms, see above).",
+                  points, systems, metric("peak_dram_bytes", 1 / 2**20), lambda v: f"{v:.0f}")
     elif weak_points:
         w("No run with every put durable on return (`SYNC=1` was not among the modes run): "
           "only the weak puts below, and no plot.")

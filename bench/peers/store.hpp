@@ -127,6 +127,11 @@ class store {
   // cache, bloom filter, compression, how a put is made durable (and, with sync false,
   // what persist() calls and how often the driver calls it).
   virtual std::string settings() = 0;
+  // Whether the store's data lives in a memory-mapped pool that stands for persistent
+  // memory (FlintKV's pool, here a file in /dev/shm): its pages are then not DRAM on the
+  // hardware the system is for, and the driver's DRAM figure leaves them out. LMDB's map is
+  // not: its pages are the kernel's page cache, DRAM on any device.
+  virtual bool maps_persistent_memory() const { return false; }
 };
 
 // The systems, in the order the driver lists them.
