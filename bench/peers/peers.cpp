@@ -57,6 +57,7 @@
 
 #include "arguments.hpp"
 #include "json.hpp"
+#include "resident.hpp"
 #include "store.hpp"
 #include "workload.hpp"
 
@@ -99,31 +100,6 @@ struct worker {
   Status status;
 };
 
-// The process's resident memory by kind (/proc/self/status), in bytes; nullopt if unread.
-struct resident {
-  std::uint64_t anon = 0, file = 0, shmem = 0;  // RssAnon, RssFile, RssShmem
-};
-std::optional<resident> read_resident() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return std::nullopt;
-  resident r;
-  int seen = 0;
-  char line[256];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line, "RssAnon: %llu", &kib) == 1) {
-      r.anon = kib * 1024, ++seen;
-    } else if (std::sscanf(line, "RssFile: %llu", &kib) == 1) {
-      r.file = kib * 1024, ++seen;
-    } else if (std::sscanf(line, "RssShmem: %llu", &kib) == 1) {
-      r.shmem = kib * 1024, ++seen;
-    }
-  }
-  std::fclose(f);
-  if (seen != 3) return std::nullopt;
-  return r;
-}
-
 // The peak of the process's resident memory without its shared-memory pages (RssShmem: in
 // FlintKV's runs, its pool's pages, the only shared mapping the process has, a file in
 // /dev/shm), sampled every kEvery from construction to stop(): the DRAM of a system whose
@@ -151,12 +127,12 @@ class dram_sampler {
   void loop() {
     std::unique_lock lock(mutex_);
     do {
-      if (const auto r = read_resident()) {
+      if (const auto r = tools::read_resident()) {
         read_ = true;
         peak_ = std::max(peak_, r->anon + r->file);
       }
     } while (!cv_.wait_for(lock, kEvery, [this] { return stop_; }));
-    if (const auto r = read_resident()) peak_ = std::max(peak_, r->anon + r->file);
+    if (const auto r = tools::read_resident()) peak_ = std::max(peak_, r->anon + r->file);
   }
   std::mutex mutex_;
   std::condition_variable cv_;

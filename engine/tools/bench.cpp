@@ -22,6 +22,7 @@
 #include "flintkv/db.hpp"
 #include "histogram.hpp"
 #include "json.hpp"
+#include "resident.hpp"
 #include "workload.hpp"
 
 namespace flintkv::tools {
@@ -112,32 +113,11 @@ struct worker {
   Status status;
 };
 
-// The process's resident memory (/proc/self/statm: pages times the page size).
-struct resident_memory {
-  std::uint64_t total = 0;   // the resident set
-  std::uint64_t shared = 0;  // of it, pages of mapped files: the pool's, the program's code
-  // DRAM the process itself holds (heap, index, stacks): the pool's pages are not in it.
-  std::uint64_t own() const { return total - std::min(shared, total); }
-};
-
-// nullopt when /proc/self/statm cannot be read.
-std::optional<resident_memory> read_resident_memory() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return std::nullopt;
-  unsigned long long size = 0, resident = 0, shared = 0;
-  const int fields = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
-  std::fclose(f);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (fields != 3 || page <= 0) return std::nullopt;
-  return resident_memory{resident * static_cast<std::uint64_t>(page),
-                         shared * static_cast<std::uint64_t>(page)};
-}
-
 // The store's space after a benchmark: from GetStats() and the process's resident memory.
 struct space_use {
   std::uint64_t live_keys = 0, pool_used = 0, obsolete_versions = 0;
   std::uint64_t reclaimed_versions = 0, reclaimed_bytes = 0, reclamation_passes = 0;
-  std::optional<resident_memory> resident;
+  std::optional<resident_memory> resident;  // read_resident(): DRAM is its anon (the pool is shmem)
 
   // Bytes per live key; nullopt when no key is live (or the bytes are unknown).
   std::optional<double> per_key(std::optional<std::uint64_t> bytes) const {
@@ -145,14 +125,14 @@ struct space_use {
     return double(*bytes) / double(live_keys);
   }
   std::optional<std::uint64_t> dram() const {
-    return resident ? std::optional(resident->own()) : std::nullopt;
+    return resident ? std::optional(resident->anon) : std::nullopt;
   }
 };
 
 space_use space_of(const Stats& stats) {
   return {stats.live_keys,          stats.pool_used,          stats.obsolete_versions,
           stats.reclaimed_versions, stats.reclaimed_bytes,    stats.reclamation_passes,
-          read_resident_memory()};
+          read_resident()};
 }
 
 // What one benchmark measured; the fields of its JSON object.
@@ -797,7 +777,7 @@ Status bench_runner::write_json() const {
     field("pool_bytes_per_key", maybe_number(space.per_key(space.pool_used)));
     field("dram_bytes", maybe_integer(space.dram()));
     field("dram_bytes_per_key", maybe_number(space.per_key(space.dram())));
-    field("rss_bytes", maybe_integer(space.resident ? std::optional(space.resident->total)
+    field("rss_bytes", maybe_integer(space.resident ? std::optional(space.resident->total())
                                                     : std::nullopt));
     field("obsolete_versions", integer(space.obsolete_versions));
     field("reclaimed_versions", integer(space.reclaimed_versions));
