@@ -36,8 +36,16 @@ class flintkv_session final : public session {
     return s.IsNotFound() ? Status::OK() : s;
   }
 
+  // One iterator per session, refreshed before each seek (Iterator::Refresh: the newest
+  // state, as a new iterator reads it), as RocksDB's session refreshes its own and LMDB's
+  // renews its read transaction and cursor.
   Status seek(std::string_view key, std::uint64_t nexts, bool* found) override {
-    std::unique_ptr<Iterator> it = db_.NewIterator();
+    if (!iterator_) {
+      iterator_ = db_.NewIterator();
+    } else if (Status s = iterator_->Refresh(); !s.ok()) {
+      return s;
+    }
+    Iterator* it = iterator_.get();
     it->Seek(key);
     *found = it->Valid() && it->key() == key;
     for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
@@ -62,6 +70,7 @@ class flintkv_session final : public session {
   DB& db_;
   WriteOptions write_;
   std::string value_;
+  std::unique_ptr<Iterator> iterator_;  // the seeks'
 };
 
 class flintkv_store final : public store {

@@ -25,6 +25,7 @@ struct leveldb_api {
   using WriteOptions = leveldb::WriteOptions;
   using ReadOptions = leveldb::ReadOptions;
   static constexpr const char* name = "LevelDB";
+  static constexpr bool refreshes = false;  // LevelDB's Iterator has no Refresh
   static leveldb::Status persist(DB& db) {
     leveldb::WriteOptions synced;
     synced.sync = true;

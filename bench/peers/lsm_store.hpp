@@ -7,6 +7,9 @@
 //     static constexpr const char* name = "LevelDB";
 //     // What makes every earlier write durable (session::persist).
 //     static leveldb::Status persist(DB& db);
+//     // Whether Iterator::Refresh() exists: a session then refreshes one iterator before
+//     // each seek (the newest state, as a new iterator reads it); else each seek makes one.
+//     static constexpr bool refreshes = false;
 //   };
 //
 // Thread safety, persistence: as store.hpp says; puts use WriteOptions::sync =
@@ -39,7 +42,16 @@ class lsm_session final : public session {
   }
 
   Status seek(std::string_view key, std::uint64_t nexts, bool* found) override {
-    std::unique_ptr<typename Api::Iterator> it(db_.NewIterator(read_));
+    std::unique_ptr<typename Api::Iterator> made;
+    typename Api::Iterator* it;
+    if constexpr (Api::refreshes) {
+      if (!iterator_) iterator_.reset(db_.NewIterator(read_));
+      else if (auto s = iterator_->Refresh(); !s.ok()) return check(s, "refresh");
+      it = iterator_.get();
+    } else {
+      made.reset(db_.NewIterator(read_));
+      it = made.get();
+    }
     it->Seek(slice(key));
     *found = it->Valid() && it->key() == slice(key);
     for (std::uint64_t j = 0; j < nexts && it->Valid(); ++j) it->Next();
@@ -58,6 +70,7 @@ class lsm_session final : public session {
   typename Api::WriteOptions write_;
   typename Api::ReadOptions read_;
   std::string value_;
+  std::unique_ptr<typename Api::Iterator> iterator_;  // Api::refreshes: the seeks' iterator
 };
 
 // Session: lsm_session<Api>, or a session of the same constructor (DB&, bool sync) over

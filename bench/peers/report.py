@@ -47,7 +47,7 @@ process, as `flintkv bench --benchmarks=fillrandom,<workload>` does), then time 
 |---|---|
 | fillrandom | every key 0 .. num-1 put once, in a random order; each thread its share of the keys |
 | readrandom | num gets of keys drawn uniformly over [0, num) (every one is found) |
-| seekrandom | num times: a new iterator (LMDB: a renewed read transaction and cursor), Seek to a random key, then 10 Next |
+| seekrandom | num times: the session's iterator refreshed (FlintKV and RocksDB: `Iterator::Refresh`; LMDB: its read transaction and cursor renewed; LevelDB, which has no Refresh: a new iterator), Seek to a random key, then 10 Next |
 | overwrite | every key put once more, in a new random order |
 | readwhilewriting | T threads do readrandom while one more thread puts random keys until they are done (at most num puts); the readers' ops/s |
 | transfer | num transactions, each reading two keys drawn uniformly over [0, num) and writing both; in the systems with transactions only (section "Transactions") |

@@ -47,6 +47,7 @@ struct rocksdb_api {
   using ReadOptions = rocksdb::ReadOptions;
   static constexpr const char* name = "RocksDB";
   static rocksdb::Status persist(DB& db) { return db.FlushWAL(true); }
+  static constexpr bool refreshes = true;
 };
 
 constexpr std::size_t kWriteBuffer = std::size_t{64} << 20;  // RocksDB's default

@@ -545,6 +545,15 @@ void flintkv_iter_get_error(const flintkv_iterator_t* iter, char** errptr) {
   }
 }
 
+void flintkv_iter_refresh(flintkv_iterator_t* iter, char** errptr) {
+  try {
+    if (!save(errptr, iter->error)) return;
+    if (iter->rep) save(errptr, iter->rep->Refresh());
+  } catch (...) {
+    save_exception(errptr, "flintkv_iter_refresh");
+  }
+}
+
 // ---- Options ----
 
 flintkv_options_t* flintkv_options_create(void) { return new (std::nothrow) flintkv_options_t; }

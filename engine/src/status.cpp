@@ -11,6 +11,7 @@ std::string_view to_string(Status::Code code) noexcept {
     case Status::Code::kIOError: return "IOError";
     case Status::Code::kNoSpace: return "NoSpace";
     case Status::Code::kBusy: return "Busy";
+    case Status::Code::kNotSupported: return "NotSupported";
   }
   return "Unknown";
 }

@@ -412,6 +412,15 @@ static void test_snapshot(void) {
         "second entry at the snapshot");
   flintkv_iter_next(it);
   CHECK(!flintkv_iter_valid(it), "two keys at the snapshot");
+  /* An iterator over a snapshot is not refreshed: NotSupported, and it reads the snapshot. */
+  flintkv_iter_refresh(it, &err);
+  CHECK(err != NULL && strncmp(err, "NotSupported", 12) == 0, "refresh at a snapshot: %s",
+        err != NULL ? err : "no error");
+  flintkv_free(err);
+  err = NULL;
+  flintkv_iter_seek(it, "k", 1);
+  val = flintkv_iter_value(it, &vlen);
+  CHECK(vlen == 2 && memcmp(val, "v1", 2) == 0, "the snapshot's value after a refused refresh");
   flintkv_iter_destroy(it);
 
   uint64_t snapshots = 0;
@@ -481,6 +490,16 @@ static void test_iterator(void) {
   char* err = NULL;
   flintkv_iter_get_error(it, &err);
   CHECK_NO_ERROR(err);
+  /* A refresh reads what was written since, from the next seek on. */
+  flintkv_iter_seek(it, "a", 1);
+  put_string(db, "f", "v-f");
+  flintkv_iter_refresh(it, &err);
+  CHECK_NO_ERROR(err);
+  expect_at(it, NULL);
+  flintkv_iter_seek(it, "e", 1);
+  expect_at(it, "e");
+  flintkv_iter_next(it);
+  expect_at(it, "f");
   flintkv_iter_destroy(it);
 
   /* Bounds: [b, d). */
@@ -501,7 +520,7 @@ static void test_iterator(void) {
   flintkv_readoptions_set_iterate_upper_bound(ro, NULL, 0);
   it = flintkv_create_iterator(db, ro);
   flintkv_iter_seek_to_last(it);
-  expect_at(it, "e");
+  expect_at(it, "f");
   flintkv_iter_destroy(it);
   flintkv_readoptions_destroy(ro);
   flintkv_iter_destroy(NULL);

@@ -17,6 +17,7 @@
 #include "allocators/helper_thread.hpp"
 #include "engine_support.hpp"
 #include "flintkv/internal/no_memory_iterator.hpp"
+#include "flintkv/internal/reclamation.hpp"
 
 namespace {
 
@@ -120,6 +121,42 @@ TEST_F(OutOfMemoryTest, NewIteratorReturnsAnInvalidIteratorWithNoSpace) {
   it->SeekToFirst();
   ASSERT_TRUE(it->Valid());
   EXPECT_EQ(it->key(), "k");
+}
+
+// A Refresh that cannot register the newest version (every slot of the registry taken, so
+// it needs the map, and no DRAM for it) says NoSpace and leaves the iterator as it was.
+TEST_F(OutOfMemoryTest, RefreshOutOfDramKeepsTheIteratorsState) {
+  std::vector<std::unique_ptr<Iterator>> held;
+  for (std::uint32_t i = 0; i < internal::snapshot_registry::kSlots; ++i) {
+    held.push_back(db_->NewIterator());
+  }
+  ASSERT_TRUE(db_->Put("k", "v2").ok());
+  Iterator& it = *held.front();
+  it.Seek("k");
+  ASSERT_TRUE(it.Valid());
+  Status s;
+  bool threw = false;
+  {
+    failing_allocations scope;
+    try {
+      s = it.Refresh();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+  }
+  EXPECT_FALSE(threw) << "std::bad_alloc crossed the API";
+  EXPECT_TRUE(s.IsNoSpace()) << s.ToString();
+  ASSERT_TRUE(it.Valid()) << "a failed refresh leaves the iterator where it was";
+  EXPECT_EQ(it.key(), "k");
+  EXPECT_EQ(it.value(), "v");
+  it.Seek("k");
+  ASSERT_TRUE(it.Valid());
+  EXPECT_EQ(it.value(), "v");
+  ASSERT_TRUE(it.Refresh().ok());
+  EXPECT_FALSE(it.Valid());
+  it.Seek("k");
+  ASSERT_TRUE(it.Valid());
+  EXPECT_EQ(it.value(), "v2");
 }
 
 // With no heap at all, the iterators come from a reserve of kReserve, which their

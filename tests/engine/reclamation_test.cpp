@@ -483,6 +483,65 @@ TYPED_TEST(ReclamationTest, EveryHeldReaderKeepsItsVersionAndOnlyThat) {
   EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest}));
 }
 
+// Refresh moves an iterator to the newest version: it registers that one before it lets
+// the old one go, so reclamation keeps the version it reads now and drops the one it read
+// before; an iterator over a snapshot keeps reading the snapshot.
+TYPED_TEST(ReclamationTest, ARefreshedIteratorReadsTheNewestStateAndLetsItsOldVersionGo) {
+  region memory(16 << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_TRUE(db);
+  auto* engine = engine_of<TypeParam>(db.get());
+  ASSERT_NE(engine, nullptr);
+  auto put = [&](int i) {
+    EXPECT_TRUE(db->Put("k", "v" + std::to_string(i)).ok());
+    return last_version<TypeParam>();
+  };
+  for (int i = 1; i < 10; ++i) put(i);
+  const std::uint64_t first_read = put(10);
+  std::unique_ptr<Iterator> it = db->NewIterator();
+  it->SeekToFirst();
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->value(), "v10");
+  for (int i = 11; i < 20; ++i) put(i);
+  const std::uint64_t refreshed_at = put(20);
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{refreshed_at, first_read}));
+
+  ASSERT_TRUE(it->Refresh().ok());
+  EXPECT_FALSE(it->Valid()) << "a refreshed iterator stands nowhere until it seeks";
+  EXPECT_TRUE(it->status().ok());
+  std::uint64_t newest = 0;
+  for (int i = 21; i <= 30; ++i) newest = put(i);
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest, refreshed_at}))
+      << "the version read before the refresh goes, the one read since stays";
+  it->Seek("k");
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->key(), "k");
+  EXPECT_EQ(it->value(), "v20");
+  it->Next();
+  EXPECT_FALSE(it->Valid());
+  it.reset();
+  engine->TEST_reclaim();
+  EXPECT_EQ(engine->TEST_versions("k"), (std::vector<std::uint64_t>{newest}));
+
+  const Snapshot* snap = db->GetSnapshot();
+  ASSERT_NE(snap, nullptr);
+  ReadOptions at;
+  at.snapshot = snap;
+  std::unique_ptr<Iterator> over_snapshot = db->NewIterator(at);
+  put(31);
+  over_snapshot->SeekToFirst();
+  EXPECT_TRUE(over_snapshot->Refresh().IsNotSupported());
+  ASSERT_TRUE(over_snapshot->Valid()) << "a refused refresh leaves the iterator where it was";
+  EXPECT_EQ(over_snapshot->value(), "v30");
+  over_snapshot->SeekToFirst();
+  ASSERT_TRUE(over_snapshot->Valid());
+  EXPECT_EQ(over_snapshot->value(), "v30");
+  over_snapshot.reset();
+  db->ReleaseSnapshot(snap);
+}
+
 // Versions below the oldest reader are dropped (all but the one it reads), whatever is
 // held above it.
 TYPED_TEST(ReclamationTest, VersionsOlderThanEveryReaderAreDropped) {

@@ -234,6 +234,58 @@ TYPED_TEST(EngineTierTest, AnIteratorMeetsRecordsTheTierTookAfterItsSeek) {
   EXPECT_EQ(seen, expected);
 }
 
+// A refreshed iterator reads the list's writes since it was made over the tier's records:
+// a put over a tier key answers, a delete hides the tier's key, and a new key shows, in
+// both directions; an iterator made at the same time and not refreshed reads none of them.
+TYPED_TEST(EngineTierTest, ARefreshedIteratorReadsTheListsNewWritesOverTheTier) {
+  region memory(32u << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  std::map<std::string, std::string> before;
+  for (std::uint64_t i = 0; i < 40; i += 2) {
+    ASSERT_TRUE(db->Put(key_at(i), "list").ok());
+    before[key_at(i)] = "list";
+  }
+  records odd;
+  for (std::uint64_t i = 1; i < 40; i += 2) {
+    odd.emplace_back(key_at(i), "tier");
+    before[key_at(i)] = "tier";
+  }
+  std::sort(odd.begin(), odd.end());
+  ASSERT_TRUE(engine_of<TypeParam>(db.get())->TEST_tier_write(odd).ok());
+  auto it = db->NewIterator(ReadOptions{});
+  auto kept = db->NewIterator(ReadOptions{});
+  it->Seek(key_at(10));
+  ASSERT_TRUE(it->Valid());
+  it->Next();
+  ASSERT_TRUE(it->Valid());
+
+  std::map<std::string, std::string> after = before;
+  ASSERT_TRUE(db->Put(key_at(11), "new").ok());
+  after[key_at(11)] = "new";
+  ASSERT_TRUE(db->Delete(key_at(13)).ok());
+  after.erase(key_at(13));
+  ASSERT_TRUE(db->Delete(key_at(12)).ok());
+  after.erase(key_at(12));
+  ASSERT_TRUE(db->Put(key_at(41), "list").ok());
+  after[key_at(41)] = "list";
+
+  ASSERT_TRUE(it->Refresh().ok());
+  EXPECT_FALSE(it->Valid());
+  auto scan = [](Iterator& i) {
+    std::map<std::string, std::string> seen;
+    for (i.SeekToFirst(); i.Valid(); i.Next()) seen[std::string(i.key())] = i.value();
+    return seen;
+  };
+  EXPECT_EQ(scan(*it), after);
+  EXPECT_EQ(scan(*kept), before);
+  std::vector<std::string> backward, expected_backward;
+  for (it->SeekToLast(); it->Valid(); it->Prev()) backward.emplace_back(it->key());
+  for (auto e = after.rbegin(); e != after.rend(); ++e) expected_backward.push_back(e->first);
+  EXPECT_EQ(backward, expected_backward);
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+}
+
 // A snapshot older than every version the list has of a key reads the tier's value of it.
 TYPED_TEST(EngineTierTest, ASnapshotOlderThanTheListReadsTheTier) {
   region memory(32u << 20);

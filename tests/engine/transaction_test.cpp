@@ -215,6 +215,9 @@ TYPED_TEST(TransactionTest, IteratorMergesOwnWrites) {
   it->Prev();
   ASSERT_TRUE(it->Valid());
   EXPECT_EQ(it->key(), "ba");
+  EXPECT_TRUE(it->Refresh().IsNotSupported()) << "a transaction's view is its snapshot";
+  ASSERT_TRUE(it->Valid());
+  EXPECT_EQ(it->key(), "ba");
   const Status s = txn->Commit();
   EXPECT_TRUE(s.IsBusy()) << s.ToString();
   EXPECT_NE(s.message().find("key 'c' in the range"), std::string::npos) << s.message();

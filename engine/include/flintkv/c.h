@@ -181,6 +181,11 @@ const char* flintkv_iter_value(const flintkv_iterator_t* iter, size_t* vallen);
 /* Sets *errptr if the iteration stopped on an error (e.g. Corruption of a node read,
    NoSpace); leaves it unchanged otherwise. */
 void flintkv_iter_get_error(const flintkv_iterator_t* iter, char** errptr);
+/* Iterator::Refresh: the iterator reads the newest committed state from now on and is not
+   valid until the next seek. Sets *errptr if it cannot (an iterator over a snapshot:
+   NotSupported; out of DRAM: NoSpace), the iterator then as it was; leaves *errptr
+   unchanged otherwise. */
+void flintkv_iter_refresh(flintkv_iterator_t* iter, char** errptr);
 
 /* ---- Options ----------------------------------------------------------------------- */
 

@@ -29,6 +29,12 @@ class Iterator {
   virtual std::string_view key() const = 0;
   virtual std::string_view value() const = 0;
   virtual Status status() const = 0;
+  // Reads the newest committed state from now on, as an iterator made now would, keeping
+  // what the iterator allocated (a scan loop may refresh one iterator instead of making
+  // one per scan). On OK the iterator is not Valid() until the next seek. NotSupported for
+  // an iterator over a snapshot (ReadOptions::snapshot) and for a transaction's, NoSpace
+  // when out of DRAM: the iterator is then as it was, reading what it read before.
+  virtual Status Refresh() { return Status::NotSupported("this iterator cannot be refreshed"); }
 };
 
 }  // namespace flintkv

@@ -20,6 +20,7 @@ class [[nodiscard]] Status {
     kIOError,
     kNoSpace,
     kBusy,
+    kNotSupported,
   };
 
   Status() noexcept = default;
@@ -31,6 +32,7 @@ class [[nodiscard]] Status {
   static Status IOError(std::string_view msg) { return {Code::kIOError, msg}; }
   static Status NoSpace(std::string_view msg) { return {Code::kNoSpace, msg}; }
   static Status Busy(std::string_view msg) { return {Code::kBusy, msg}; }
+  static Status NotSupported(std::string_view msg) { return {Code::kNotSupported, msg}; }
 
   bool ok() const noexcept { return code_ == Code::kOk; }
   bool IsNotFound() const noexcept { return code_ == Code::kNotFound; }
@@ -39,6 +41,7 @@ class [[nodiscard]] Status {
   bool IsIOError() const noexcept { return code_ == Code::kIOError; }
   bool IsNoSpace() const noexcept { return code_ == Code::kNoSpace; }
   bool IsBusy() const noexcept { return code_ == Code::kBusy; }
+  bool IsNotSupported() const noexcept { return code_ == Code::kNotSupported; }
 
   Code code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }

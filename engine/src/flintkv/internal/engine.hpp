@@ -290,8 +290,7 @@ class engine final : public DB, private transaction_host {
         r.version = options.snapshot->version();
         registry_.enter_at(r.version);
       } else {
-        auto pinned = pin();  // a reader in flight until registered (reclamation.hpp)
-        r = registry_.enter_reader(visible_version_);
+        r = enter_reader();
       }
     } catch (const std::bad_alloc&) {
       return no_memory_iterator::make();
@@ -598,6 +597,12 @@ class engine final : public DB, private transaction_host {
   auto pin() const { return storage_->epochs().pin(); }
   const key_index& index() const { return *index_; }
   snapshot_registry& registry() const { return registry_; }
+  // Registers a reader at the visible version (an iterator without a snapshot, made or
+  // refreshed). Throws std::bad_alloc.
+  snapshot_registry::registration enter_reader() const {
+    auto pinned = pin();  // a reader in flight until registered (reclamation.hpp)
+    return registry_.enter_reader(visible_version_);
+  }
 
   // Validates the store (writing nothing), then repairs what a crash left and, for a new
   // store, initialises it. See recovery.hpp.

@@ -21,6 +21,8 @@
 //      destruction, so the watermark never passes it: reclamation never drops the version
 //      it stands on, nor removes its entry (a key is removed only when its newest version is
 //      a delete at or below the watermark, and the iterator stands only on live keys).
+//      Refresh registers the newer version before the older one leaves, and stands nowhere
+//      after it.
 //  (2) Each move runs pinned in the epoch domain: entries it passes may be removed
 //      meanwhile, and are freed only after it unpins.
 //  (3) Merges do remove entries the iterator stands on (they move keys to the tier): each
@@ -51,6 +53,7 @@ namespace flintkv::internal {
 using held_key = inline_string<48>;
 
 // Engine provides: index() -> const key_index&, pin(), registry() -> snapshot_registry&,
+// enter_reader() -> snapshot_registry::registration (throws std::bad_alloc),
 // moves() -> std::uint64_t, tier() -> const tier_t* (null: none), value_at(key, version,
 // verify, std::string*) -> Status,
 // value_after(const version_ref&, std::size_t key_size), verify(const inode*, const
@@ -66,8 +69,9 @@ class engine_iterator final : public Iterator {
   // Reads at the registration's version (made by the caller: the iterator takes it over).
   engine_iterator(const Engine* e, const snapshot_registry::registration& r,
                   const ReadOptions& options)
-      : engine_(e), registration_(r), verify_(options.verify_checksums),
-        lower_(options.lower_bound), upper_(options.upper_bound) {}
+      : engine_(e), registration_(r), at_snapshot_(options.snapshot != nullptr),
+        verify_(options.verify_checksums), lower_(options.lower_bound),
+        upper_(options.upper_bound) {}
 
   ~engine_iterator() override { engine_->registry().leave(registration_); }
 
@@ -164,6 +168,25 @@ class engine_iterator final : public Iterator {
   // Corruption once the iterator met a damaged node (it is then not Valid), until the next
   // seek; OK otherwise.
   Status status() const override { return status_; }
+
+  // The visible version is registered before the iterator's leaves (invariant (1)); the
+  // buffers, the tier's cursor and its parts are kept for the seeks to come. On an error
+  // nothing changes.
+  Status Refresh() override {
+    if (at_snapshot_) return Status::NotSupported("Refresh: the iterator reads a snapshot");
+    snapshot_registry::registration r;
+    try {
+      r = engine_->enter_reader();
+    } catch (const std::bad_alloc&) {
+      return Status::NoSpace("out of DRAM");  // within std::string's inline room
+    }
+    engine_->registry().leave(registration_);
+    registration_ = r;
+    stop();
+    status_ = Status::OK();
+    value_copied_ = false;
+    return Status::OK();
+  }
 
  private:
   const key_index& index() const { return engine_->index(); }
@@ -686,7 +709,8 @@ class engine_iterator final : public Iterator {
   bool whole_ = false;
 
   const Engine* engine_;
-  const snapshot_registry::registration registration_;  // its version is the iterator's
+  snapshot_registry::registration registration_;  // its version is the iterator's
+  const bool at_snapshot_;  // made with ReadOptions::snapshot: Refresh is NotSupported
   const bool verify_;
   std::optional<std::string> lower_, upper_;
   inode* current_ = nullptr;

@@ -35,6 +35,7 @@ class no_memory_iterator final : public Iterator {
   std::string_view value() const override { return {}; }
   // The message is short enough for std::string's inline buffer: nothing is allocated.
   Status status() const override { return Status::NoSpace("out of DRAM"); }
+  Status Refresh() override { return status(); }
 
   // The heap, or else a slot of the reserve; nullptr if neither has room.
   static void* operator new(std::size_t size) noexcept;
