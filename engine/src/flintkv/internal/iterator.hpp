@@ -184,7 +184,6 @@ class engine_iterator final : public Iterator {
     registration_ = r;
     stop();
     status_ = Status::OK();
-    value_copied_ = false;
     return Status::OK();
   }
 
