@@ -274,6 +274,18 @@ void flintkv_persist(flintkv_t* db, char** errptr) {
   }
 }
 
+void flintkv_wait_for_merges(flintkv_t* db, char** errptr) {
+  if (db == nullptr) {
+    null_argument(errptr, "flintkv_wait_for_merges", "db");
+    return;
+  }
+  try {
+    save(errptr, db->rep->WaitForMerges());
+  } catch (...) {
+    save_exception(errptr, "flintkv_wait_for_merges");
+  }
+}
+
 void flintkv_write(flintkv_t* db, const flintkv_writeoptions_t* options,
                    const flintkv_writebatch_t* batch, char** errptr) {
   if (db == nullptr) {

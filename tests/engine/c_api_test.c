@@ -295,6 +295,42 @@ static void test_weak_writes(void) {
   unlink(path);
 }
 
+/* flintkv_wait_for_merges wakes a merge thread whose interval (an hour) would not come
+   in the test, and returns once every key is in the packed tier. */
+static void test_wait_for_merges(void) {
+  current_test = "wait_for_merges";
+  char path[256];
+  pool_path(path, sizeof path, "merges");
+  flintkv_options_t* options = creating();
+  flintkv_options_set_merge_interval_ms(options, 3600u * 1000u);
+  char* err = NULL;
+  flintkv_t* db = flintkv_open(options, path, &err);
+  flintkv_options_destroy(options);
+  CHECK_NO_ERROR(err);
+  flintkv_writeoptions_t* sync = flintkv_writeoptions_create();
+  for (int i = 0; i < 100; ++i) {
+    char key[16];
+    snprintf(key, sizeof key, "k%03d", i);
+    flintkv_put(db, sync, key, strlen(key), "v", 1, &err);
+    CHECK_NO_ERROR(err);
+  }
+  flintkv_wait_for_merges(db, &err);
+  CHECK_NO_ERROR(err);
+  uint64_t keys = 1, merged = 0;
+  CHECK(flintkv_property_int(db, "flintkv.keys", &keys) == 0 && keys == 0,
+        "no key left in the list after flintkv_wait_for_merges (%llu)",
+        (unsigned long long)keys);
+  CHECK(flintkv_property_int(db, "flintkv.merged-keys", &merged) == 0 && merged == 100,
+        "flintkv.merged-keys (%llu)", (unsigned long long)merged);
+  expect_value(db, NULL, "k042", "v");
+  flintkv_wait_for_merges(NULL, &err);
+  CHECK(err != NULL, "flintkv_wait_for_merges(NULL) is an error");
+  flintkv_free(err);
+  flintkv_writeoptions_destroy(sync);
+  flintkv_close(db);
+  unlink(path);
+}
+
 static void test_batch(void) {
   current_test = "batch";
   char path[256];
@@ -713,6 +749,7 @@ int main(void) {
   atexit(remove_pools);
   test_round_trip();
   test_weak_writes();
+  test_wait_for_merges();
   test_batch();
   test_snapshot();
   test_iterator();

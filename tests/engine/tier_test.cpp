@@ -1046,6 +1046,105 @@ TEST(EngineMergeThreadTest, WritersDoNotWaitForMergesThatMoveNothing) {
   db->ReleaseSnapshot(snapshot);
 }
 
+// Options for a merge thread that never runs of its own accord in a test: only
+// WaitForMerges (or a writer over the list's bound) starts its passes.
+Options merges_on_request() {
+  Options options;
+  options.merge_interval = std::chrono::hours(1);
+  return options;
+}
+
+// WaitForMerges starts the merge thread's passes without waiting for its interval and
+// returns once every key has moved and the tier is one run; a second call, after more
+// writes, waits for a pass of its own. (Without the call's wake-up, the thread would wait
+// an hour: the test would time out.)
+TEST(EngineWaitForMergesTest, ReturnsOnceEveryKeyMovedAndTheTierIsOneRun) {
+  using config = on_hardware<hashed, manual>;
+  region memory(64u << 20);
+  auto db = open_in<config>(memory, merges_on_request());
+  ASSERT_NE(db, nullptr);
+  kv_map expected;
+  std::uint64_t keys = 0;
+  for (const std::uint64_t more : {3000u, 5000u}) {
+    for (const std::uint64_t end = keys + more; keys < end; ++keys) {
+      ASSERT_TRUE(db->Put(key_at(keys), value_at(keys)).ok());
+      expected[key_at(keys)] = value_at(keys);
+    }
+    ASSERT_TRUE(db->WaitForMerges().ok());
+    const Stats stats = db->GetStats();
+    EXPECT_EQ(stats.keys, 0u) << "keys left in the list";
+    EXPECT_EQ(stats.merged_keys, keys);
+    EXPECT_EQ(stats.merge_errors, 0u);
+    EXPECT_EQ(engine_of<config>(db.get())->TEST_tier_small_runs(), 0u);
+    std::mt19937_64 rng(keys);
+    EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, keys));
+  }
+}
+
+// Without a merge thread (merge_interval zero, the default) there is nothing to wait for:
+// WaitForMerges returns OK and the keys stay in the list.
+TEST(EngineWaitForMergesTest, IsOKAtOnceWithoutAMergeThread) {
+  region memory(64u << 20);
+  auto db = open_in<on_hardware<hashed, manual>>(memory);
+  ASSERT_NE(db, nullptr);
+  for (std::uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(db->Put(key_at(i), value_at(i)).ok());
+  EXPECT_TRUE(db->WaitForMerges().ok());
+  EXPECT_EQ(db->GetStats().keys, 100u);
+  EXPECT_EQ(db->GetStats().merges, 0u);
+}
+
+// A snapshot that holds every key's version keeps the keys in the list: a pass that may
+// move none of them is settled, and WaitForMerges returns (it does not wait for keys that
+// cannot move). Once the snapshot is released, a second call sees them all moved.
+TEST(EngineWaitForMergesTest, DoesNotWaitForKeysASnapshotHolds) {
+  region memory(64u << 20);
+  auto db = open_in<on_hardware<hashed, manual>>(memory, merges_on_request());
+  ASSERT_NE(db, nullptr);
+  const Snapshot* snapshot = db->GetSnapshot();
+  for (std::uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(db->Put(key_at(i), value_at(i)).ok());
+  ASSERT_TRUE(db->WaitForMerges().ok());
+  EXPECT_EQ(db->GetStats().keys, 1000u);
+  EXPECT_EQ(db->GetStats().merged_keys, 0u);
+  db->ReleaseSnapshot(snapshot);
+  ASSERT_TRUE(db->WaitForMerges().ok());
+  EXPECT_EQ(db->GetStats().keys, 0u);
+  EXPECT_EQ(db->GetStats().merged_keys, 1000u);
+}
+
+// A pass that fails (here: the pool too full for the tier's nodes) ends the wait with its
+// error, the one Stats::merge_error says, and no key is lost.
+TEST(EngineWaitForMergesTest, ReturnsTheErrorOfAFailedPass) {
+  region memory(4u << 20);
+  auto db = open_in<on_hardware<hashed, manual>>(memory, merges_on_request());
+  ASSERT_NE(db, nullptr);
+  kv_map expected;
+  std::uint64_t written = 0;
+  const auto put = [&](std::uint64_t i, const std::string& value) {
+    const Status s = db->Put(key_at(i), value);
+    if (s.ok()) expected[key_at(i)] = value;
+    return s;
+  };
+  // As AFailedMergeSaysWhyInStatsUntilOneSucceeds fills its pool: only the first keys may
+  // move, and the pool has no room for their tier nodes.
+  constexpr std::uint64_t kA = 200, kB = 400;
+  const std::string value(64, 'v'), large(4000, 'l');
+  for (; written < kB; ++written) ASSERT_TRUE(put(written, value).ok());
+  for (; written < kB + kA; ++written) ASSERT_TRUE(put(written, large).ok());
+  const Snapshot* snapshot = db->GetSnapshot();
+  for (std::uint64_t i = kB; i < kB + kA; ++i) ASSERT_TRUE(put(i, large + "2").ok());
+  for (const std::string* fill : {&large, &value}) {
+    Status full;
+    while (full.ok() && written < 1000000) full = put(written++, *fill);
+    ASSERT_TRUE(full.IsNoSpace()) << full.ToString();
+  }
+  const Status s = db->WaitForMerges();
+  ASSERT_TRUE(s.IsNoSpace()) << s.ToString();
+  EXPECT_EQ(s.ToString(), db->GetStats().merge_error);
+  std::mt19937_64 rng(6);
+  EXPECT_TRUE(reads_match(*db, expected, nullptr, rng, written));
+  db->ReleaseSnapshot(snapshot);
+}
+
 // ---- the format ------------------------------------------------------------------------
 
 using namespace pool_edit;

@@ -89,6 +89,11 @@ void flintkv_write(flintkv_t* db, const flintkv_writeoptions_t* options,
    returns when they are. Nothing to do (or a read-only database): returns at once. */
 void flintkv_persist(flintkv_t* db, char** errptr);
 
+/* Waits until the merge thread (flintkv_options_set_merge_interval_ms) is done with the
+   writes made so far: every key it may move is in the packed tier, and the tier is one
+   run (DB::WaitForMerges). An error if its last pass failed; at once without the thread. */
+void flintkv_wait_for_merges(flintkv_t* db, char** errptr);
+
 /* The value of `key` at the snapshot in `options` (or now): a malloc()ed buffer of
    *vallen bytes (not NUL-terminated; never NULL for a found key, even an empty value).
    Returns NULL with *vallen = 0 if the key is absent (*errptr then unchanged) or on an

@@ -198,6 +198,16 @@ class DB {
   // WriteOptions::sync = false; sync writes are durable already), and returns when they
   // are. OK at once when there is nothing to persist, and on a read-only DB.
   virtual Status Persist() = 0;
+  // Waits until the merge thread (Options::merge_interval) is done with the writes made so
+  // far: it starts a pass now, without waiting for the interval, and this returns once a
+  // pass that began after the call found no key to move and left the packed tier a single
+  // run (what a store that stopped changing settles into), so that reads after it meet no
+  // merge. Returns that pass's error if it failed (the pool full, damage met in the tier:
+  // Stats::merge_error), and OK at once when there is no merge thread (merge_interval
+  // zero, a read-only DB). Writes made meanwhile give the thread more to do and may keep
+  // this waiting; a snapshot or iterator that holds old versions does not (the keys it
+  // holds cannot move). Not while the DB is being destroyed.
+  virtual Status WaitForMerges() = 0;
   // The newest value of `key` visible at the snapshot (or now); NotFound if none.
   virtual Status Get(std::string_view key, std::string* value,
                      const ReadOptions& options = {}) = 0;

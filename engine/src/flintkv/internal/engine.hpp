@@ -222,6 +222,21 @@ class engine final : public DB, private transaction_host {
     });
   }
 
+  Status WaitForMerges() override {
+    return guarded([&]() -> Status {
+      if (!merger_.joinable()) return Status::OK();
+      std::unique_lock lock(merger_mutex_);
+      const std::uint64_t after = merge_passes_;  // a pass counted later began after this
+      wanted_pass_ = after + 1;
+      merger_cv_.notify_all();
+      merger_cv_.wait(lock, [&] {
+        return stop_merger_ || settled_pass_ > after || failed_pass_ > after;
+      });
+      if (failed_pass_ > after && failed_pass_ >= settled_pass_) return failed_pass_status_;
+      return Status::OK();
+    });
+  }
+
   // A transaction (transaction.hpp) whose commit is a batch validated by the combiner.
   std::unique_ptr<Transaction> BeginTransaction(const WriteOptions& write_options,
                                                 const TransactionOptions& options) override {
@@ -387,6 +402,10 @@ class engine final : public DB, private transaction_host {
   // Test hook: `f` runs on the merging thread, pinned, between a merge's choice of keys and
   // its claim of them (merge_round's (a)). A test writes there. REQUIRES: no merge running.
   void TEST_before_merge_claims(std::function<void()> f) { test_before_claims_ = std::move(f); }
+
+  // Test hook: the packed tier's small runs (those not yet merged into its large run).
+  // REQUIRES: no merge running.
+  std::size_t TEST_tier_small_runs() const { return tier_ == nullptr ? 0 : tier_->small_runs(); }
 
   // Test hooks: while held, the merge thread makes no merge (it waits before its next
   // one); the keys the list holds at most before writers wait for merges (await_merges).
@@ -1400,6 +1419,7 @@ class engine final : public DB, private transaction_host {
     std::uint64_t w = 0;
     bool have_w = false;
     std::vector<std::uint64_t> readers;
+    choice_saw_every_version_ = false;
     combiner_.locked([&] {
       const std::optional<std::uint64_t> m = reclaimer_.settled(next_version_);
       if (!m) return;
@@ -1408,8 +1428,12 @@ class engine final : public DB, private transaction_host {
       if (reclaimer_.queued() != 0 || reclaimer_.parked() != 0) {
         (void)reclaim(*m, reclaimer_t::kBudget, false);
       }
-      w = std::min(*m, M::explicit_flushes ? durable_through_ : next_version_);
+      const std::uint64_t durable = M::explicit_flushes ? durable_through_ : next_version_;
+      w = std::min(*m, durable);
       have_w = true;
+      // Every durable version is settled: what this walk leaves, only readers (snapshots,
+      // iterators) or weak writes not yet durable keep in the list.
+      choice_saw_every_version_ = *m >= durable;
     });
     if (!have_w) return {};
     readers = registry_.versions();  // after the mark settled, as a reclamation pass reads it
@@ -1574,8 +1598,11 @@ class engine final : public DB, private transaction_host {
       // Over the list's bound with merges moving keys, the thread merges on without
       // waiting for the interval: writers are waiting for it (await_merges).
       while (true) {
-        merger_cv_.wait_for(lock, interval, [this] { return stop_merger_ || pressing(); });
+        merger_cv_.wait_for(lock, interval, [this] {
+          return stop_merger_ || pressing() || merge_wanted();
+        });
         if (stop_merger_) break;
+        const std::uint64_t pass = ++merge_passes_;
         lock.unlock();
         while (test_hold_merges_.load(std::memory_order_acquire) && !stop_requested()) {
           std::this_thread::yield();
@@ -1587,11 +1614,18 @@ class engine final : public DB, private transaction_host {
           std::lock_guard merging(merge_mutex_);
           const std::uint64_t tier_merges = tier_merges_;
           std::vector<node_offset> unlinked;
+          std::size_t moved_in_pass = 0;
+          bool every_version = true;  // each walk's mark covered every durable version
+          const bool from_head = merge_from_.empty();
+          Status pass_status;
           for (int round = 0; round < kMergeRounds; ++round) {
             std::size_t moved = 0;
             const Status s = merge_round(kMergeKeys, lag, &moved, &unlinked);
             note_merge(s);
             note_progress(s.ok() && moved != 0);
+            moved_in_pass += moved;
+            every_version = every_version && choice_saw_every_version_;
+            if (!s.ok()) pass_status = s;
             if (unlinked.size() >= kMergeFreeAfter) {
               free_after_readers(unlinked);
               unlinked.clear();
@@ -1606,8 +1640,23 @@ class engine final : public DB, private transaction_host {
             const Status s = tier_->merge();
             ++tier_merges_;
             note_merge(s.ok() ? s : with_path(s));
+            if (!s.ok()) pass_status = with_path(s);
           }
           if (tier_merges_ != tier_merges) return_free_dram();
+          // For WaitForMerges: a pass made with writes paused that walked the whole list
+          // with every durable version settled, found nothing to move, and left one run.
+          const bool settled = pass_status.ok() && lag == 0 && moved_in_pass == 0 &&
+                               from_head && merge_from_.empty() && every_version &&
+                               tier_->small_runs() == 0;
+          lock.lock();
+          if (!pass_status.ok()) {
+            failed_pass_ = pass;
+            failed_pass_status_ = pass_status;
+          } else if (settled) {
+            settled_pass_ = pass;
+          }
+          lock.unlock();
+          merger_cv_.notify_all();
         }
         lock.lock();
       }
@@ -1644,6 +1693,11 @@ class engine final : public DB, private transaction_host {
     std::lock_guard lock(merge_error_mutex_);
     if (!s.ok()) merge_errors_.fetch_add(1, std::memory_order_relaxed);
     merge_error_ = s.ok() ? std::string() : s.ToString();
+  }
+  // A WaitForMerges caller waits for a pass that has not settled or failed yet.
+  // REQUIRES: merger_mutex_.
+  bool merge_wanted() const {
+    return wanted_pass_ > settled_pass_ && wanted_pass_ > failed_pass_;
   }
   bool stop_requested() {
     std::lock_guard lock(merger_mutex_);
@@ -1927,6 +1981,15 @@ class engine final : public DB, private transaction_host {
   std::mutex merger_mutex_;
   std::condition_variable merger_cv_;
   bool stop_merger_ = false;  // under merger_mutex_
+  // WaitForMerges, under merger_mutex_: the merge thread's passes counted from 1, the last
+  // that found nothing to do, the last that failed (and how), and the pass the newest
+  // caller waits for (or a later one).
+  std::uint64_t merge_passes_ = 0, settled_pass_ = 0, failed_pass_ = 0, wanted_pass_ = 0;
+  Status failed_pass_status_;
+  // Whether the last choice of keys for a merge (choose_for_merge) had every durable
+  // version settled (else the keys of the newest ones could not move yet). Under
+  // merge_mutex_.
+  bool choice_saw_every_version_ = false;
   // Back-pressure (await_merges): the merge thread's last merge moved keys.
   std::atomic<bool> merges_keep_up_{false};
   std::atomic<std::uint64_t> write_stalls_{0};
