@@ -85,6 +85,7 @@ class flintkv_store final : public store {
   }
   std::uint64_t bytes() override { return db_->GetStats().pool_used; }
   bool maps_persistent_memory() const override { return true; }
+  Status settle() override { return db_->WaitForMerges(); }
   std::optional<std::uint64_t> live_keys() override { return db_->GetStats().live_keys; }
   std::string settings() override {
     Stats stats = db_->GetStats();

@@ -10,6 +10,8 @@
 //     // Whether Iterator::Refresh() exists: a session then refreshes one iterator before
 //     // each seek (the newest state, as a new iterator reads it); else each seek makes one.
 //     static constexpr bool refreshes = false;
+//     // Waits until no background work runs or is pending (store::settle).
+//     static leveldb::Status settle(DB& db);
 //   };
 //
 // Thread safety, persistence: as store.hpp says; puts use WriteOptions::sync =
@@ -91,6 +93,11 @@ class lsm_store final : public store {
   std::uint64_t bytes() override { return directory_bytes(dir_); }
   std::optional<std::uint64_t> live_keys() override { return std::nullopt; }
   std::string settings() override { return settings_; }
+  Status settle() override {
+    const auto s = Api::settle(*db_);
+    return s.ok() ? Status::OK() : Status::IOError(std::string(Api::name) + " settle: " +
+                                                   s.ToString());
+  }
 
  private:
   std::shared_ptr<void> owned_;  // declared first: destroyed after db_

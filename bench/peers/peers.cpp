@@ -8,6 +8,9 @@
 // The workloads are those of `flintkv bench --benchmarks=fillrandom,<workload>`, with its
 // keys, values and seeds (engine/tools/workload.hpp):
 //   fillrandom        timed: every key 0 .. num-1 once, in a random order, each thread its share
+// Every workload but fillrandom fills first, untimed, then waits (untimed) until the
+// background work the fill left is done, as far as each system can tell (store::settle;
+// "settle_seconds" in the JSON line), so that its timed part meets a settled store:
 //   readrandom        the fill (untimed), then num gets of keys uniform over [0, num)
 //   seekrandom        the fill, then num times: a new iterator, Seek to a random key, and
 //                     --seek_nexts Next
@@ -478,8 +481,13 @@ int run(const peers_config& config) {
 
   runner bench(config, *db);
   result fill, timed;
+  double settle_seconds = 0;
   if (fills_first) {
     if (Status s = bench.run("fillrandom", 0, &fill); !s.ok()) return fail(s);
+    const auto settle_start = std::chrono::steady_clock::now();
+    if (Status s = db->settle(); !s.ok()) return fail(s);
+    settle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                                   settle_start).count();
   }
   if (Status s = bench.run(config.benchmark, fills_first ? 1 : 0, &timed); !s.ok()) {
     return fail(s);
@@ -530,6 +538,7 @@ int run(const peers_config& config) {
           json_number(attempts > 0 ? double(*timed.aborts) / double(attempts) : 0));
   }
   if (fills_first) field("fill_seconds", json_number(fill.seconds));
+  if (fills_first) field("settle_seconds", json_number(settle_seconds));
   if (verified) field("verified_keys", integer(*verified));
   field("live_keys", integer(live));
   field("store_bytes", integer(bytes));

@@ -41,7 +41,16 @@ and generates the workload of `flintkv bench` (`engine/tools/workload.hpp`): the
 (decimal numbers zero-padded to 16 bytes), values (64 bytes from one buffer of random letters),
 seeds per benchmark and thread, and key distribution. Each measurement is a fresh process and
 a fresh store in /dev/shm: the read workloads fill the store first (untimed, in the same
-process, as `flintkv bench --benchmarks=fillrandom,<workload>` does), then time the workload.
+process, as `flintkv bench --benchmarks=fillrandom,<workload>` does), then wait (untimed)
+until the background work the fill left is done, as far as each system can tell, and then
+time the workload, so that it meets an existing, settled store (as db_bench's
+`--use_existing_db` does) whatever pace each system's background work has. FlintKV waits
+with `DB::WaitForMerges` (its merge thread has moved the fill's keys into the packed tier
+and merged the tier into one run); RocksDB polls `rocksdb.num-running-flushes`,
+`num-running-compactions`, `mem-table-flush-pending` and `compaction-pending` until all are
+0; LevelDB has no way to tell (nothing is waited for: its reads may meet a compaction the
+fill started); LMDB has no background work. The JSON line of each run says how long the
+wait took (`settle_seconds`).
 
 | workload | what is timed |
 |---|---|

@@ -33,6 +33,9 @@
 #include <rocksdb/utilities/transaction_db.h>
 #include <rocksdb/version.h>
 
+#include <chrono>
+#include <thread>
+
 #include "lsm_store.hpp"
 
 namespace flintkv::peers {
@@ -48,6 +51,24 @@ struct rocksdb_api {
   static constexpr const char* name = "RocksDB";
   static rocksdb::Status persist(DB& db) { return db.FlushWAL(true); }
   static constexpr bool refreshes = true;
+  // Polls, every millisecond, until no flush or compaction runs or is pending.
+  static rocksdb::Status settle(DB& db) {
+    static constexpr const char* kBusy[] = {
+        "rocksdb.num-running-flushes", "rocksdb.num-running-compactions",
+        "rocksdb.mem-table-flush-pending", "rocksdb.compaction-pending"};
+    while (true) {
+      bool busy = false;
+      for (const char* property : kBusy) {
+        std::uint64_t n = 0;
+        if (!db.GetIntProperty(property, &n)) {
+          return rocksdb::Status::NotSupported(std::string("property ") + property);
+        }
+        busy = busy || n != 0;
+      }
+      if (!busy) return rocksdb::Status::OK();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 };
 
 constexpr std::size_t kWriteBuffer = std::size_t{64} << 20;  // RocksDB's default
@@ -87,14 +108,15 @@ Status open_error(const store_config& config, const rocksdb::Status& s) {
   return Status::IOError("RocksDB open " + config.dir + ": " + s.ToString());
 }
 
-// The two transaction databases, for rocksdb_txn_session.
-struct optimistic {
+// The two transaction databases, for rocksdb_txn_session (and, from rocksdb_api, what
+// lsm_store asks of the plain system: name, settle).
+struct optimistic : rocksdb_api {
   using DB = rocksdb::OptimisticTransactionDB;
   using TransactionOptions = rocksdb::OptimisticTransactionOptions;
   static TransactionOptions transaction_options() { return {}; }
 };
 
-struct pessimistic {
+struct pessimistic : rocksdb_api {
   using DB = rocksdb::TransactionDB;
   using TransactionOptions = rocksdb::TransactionOptions;
   static TransactionOptions transaction_options() {

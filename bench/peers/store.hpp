@@ -132,6 +132,13 @@ class store {
   // hardware the system is for, and the driver's DRAM figure leaves them out. LMDB's map is
   // not: its pages are the kernel's page cache, DRAM on any device.
   virtual bool maps_persistent_memory() const { return false; }
+  // Waits, after the untimed fill and before the timed part, until the background work
+  // the fill left (merges, compactions, flushes) is done, as far as the system can tell:
+  // the timed part then reads an existing, settled store, as db_bench's
+  // --use_existing_db does, whatever pace each system's background work has. FlintKV:
+  // DB::WaitForMerges. RocksDB: polls its properties until no flush or compaction runs or
+  // is pending. LevelDB has no way to ask (nothing waited for); LMDB has no background work.
+  [[nodiscard]] virtual Status settle() { return Status::OK(); }
 };
 
 // The systems, in the order the driver lists them.
