@@ -23,8 +23,9 @@
 //                     a conflict counts in "aborts" (and "abort_rate": aborts over all
 //                     attempts) and is begun again, with new values, its time counted in the
 //                     run's; ops are the committed transactions
-// Besides ops/s: the store's bytes per live key after the workload (its files' sizes;
-// FlintKV: the pool's bytes in use) and the peak resident memory of the process
+// Besides ops/s: the store's bytes per live key after the workload, once the store has
+// settled again (untimed, "final_settle_seconds"; its files' sizes; FlintKV: the pool's
+// bytes in use) and the peak resident memory of the process
 // (getrusage's ru_maxrss: the fill included), and its peak DRAM: the same, but for FlintKV
 // the peak without its pool's pages, which stand for persistent memory (dram_sampler). With --verify=1 (for the tests), after the
 // timed part, one session gets every key 0 .. num-1 and "verified_keys" says how many it
@@ -497,6 +498,14 @@ int run(const peers_config& config) {
     verified = 0;
     if (Status s = count_keys(config, *db, &*verified); !s.ok()) return fail(s);
   }
+  // The space is the settled store's: what the workload left once the background work it
+  // started is done (as far as the system can tell), not a figure that depends on where
+  // that work stood when the timer stopped.
+  const auto final_settle_start = std::chrono::steady_clock::now();
+  if (Status s = db->settle(); !s.ok()) return fail(s);
+  const double final_settle_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - final_settle_start)
+          .count();
   const std::uint64_t bytes = db->bytes();
   const std::uint64_t live = db->live_keys().value_or(config.num);
   const std::string settings = db->settings();
@@ -539,6 +548,7 @@ int run(const peers_config& config) {
   }
   if (fills_first) field("fill_seconds", json_number(fill.seconds));
   if (fills_first) field("settle_seconds", json_number(settle_seconds));
+  field("final_settle_seconds", json_number(final_settle_seconds));
   if (verified) field("verified_keys", integer(*verified));
   field("live_keys", integer(live));
   field("store_bytes", integer(bytes));

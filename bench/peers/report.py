@@ -93,7 +93,11 @@ NOTES = """\
 - **Assertions.** Debian builds RocksDB and LevelDB with their assertions enabled (no
   `-DNDEBUG`); a release build of either may be somewhat faster. FlintKV is built as
   `scripts/run` builds it (release, assertions on: `b_ndebug=false`).
-- **Bytes per live key** is the store's size after the workload divided by the keys present:
+- **Bytes per live key** is the store's size after the workload, once the store has
+  settled again as after the fill (untimed: the background work the workload started is
+  done as far as each system can tell, so that the figure does not depend on where that
+  work stood when the timer stopped; LevelDB cannot tell, so its figure may include a
+  compaction's old and new files; `final_settle_seconds` in the JSON line), divided by the keys present:
   for RocksDB, LevelDB and LMDB the sizes of every file in the store's directory (RocksDB's
   and LevelDB's write-ahead log, which holds what the memtable has not yet flushed, MANIFEST
   and LOG included; LMDB's data file with its free pages, and its lock file); for FlintKV the pool's
@@ -462,7 +466,7 @@ def main():
     if points:
         table(w, "Throughput (ops/s), every put durable on return",
               "![ops/s per workload and system](peers.png)", points, systems, ops, si)
-        table(w, "Store bytes per live key", "After the workload (see above for what is "
+        table(w, "Store bytes per live key", "After the workload, the store settled (see above for what is "
               "counted).", points, systems, metric("bytes_per_key"), lambda v: f"{v:.0f}")
         table(w, "Peak resident memory (MiB)", "getrusage's ru_maxrss of the whole process, "
               "the fill included: FlintKV's pool pages too.", points, systems,

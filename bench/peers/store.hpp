@@ -133,7 +133,8 @@ class store {
   // not: its pages are the kernel's page cache, DRAM on any device.
   virtual bool maps_persistent_memory() const { return false; }
   // Waits, after the untimed fill and before the timed part, until the background work
-  // the fill left (merges, compactions, flushes) is done, as far as the system can tell:
+  // the fill left (merges, compactions, flushes) is done, as far as the system can tell
+  // (and again after the timed part, before the store's bytes are measured):
   // the timed part then reads an existing, settled store, as db_bench's
   // --use_existing_db does, whatever pace each system's background work has. FlintKV:
   // DB::WaitForMerges. RocksDB: polls its properties until no flush or compaction runs or
