@@ -482,13 +482,17 @@ int run(const peers_config& config) {
 
   runner bench(config, *db);
   result fill, timed;
+  // db->settle(), its time in *seconds.
+  const auto settle = [&db](double* seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    Status s = db->settle();
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return s;
+  };
   double settle_seconds = 0;
   if (fills_first) {
     if (Status s = bench.run("fillrandom", 0, &fill); !s.ok()) return fail(s);
-    const auto settle_start = std::chrono::steady_clock::now();
-    if (Status s = db->settle(); !s.ok()) return fail(s);
-    settle_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                   settle_start).count();
+    if (Status s = settle(&settle_seconds); !s.ok()) return fail(s);
   }
   if (Status s = bench.run(config.benchmark, fills_first ? 1 : 0, &timed); !s.ok()) {
     return fail(s);
@@ -501,11 +505,8 @@ int run(const peers_config& config) {
   // The space is the settled store's: what the workload left once the background work it
   // started is done (as far as the system can tell), not a figure that depends on where
   // that work stood when the timer stopped.
-  const auto final_settle_start = std::chrono::steady_clock::now();
-  if (Status s = db->settle(); !s.ok()) return fail(s);
-  const double final_settle_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - final_settle_start)
-          .count();
+  double final_settle_seconds = 0;
+  if (Status s = settle(&final_settle_seconds); !s.ok()) return fail(s);
   const std::uint64_t bytes = db->bytes();
   const std::uint64_t live = db->live_keys().value_or(config.num);
   const std::string settings = db->settings();

@@ -711,7 +711,7 @@ TYPED_TEST(PackedRunTest, ABatchIntoEveryNodeLeavesTheRunNearlyFull) {
   std::map<std::string, std::optional<std::string>> even, odd, all;
   for (std::uint64_t k = 0; k < 40000; ++k) {
     even[key_of(2 * k)] = all[key_of(2 * k)] = std::string(64, 'e');
-    // One key in 25: a node of about 50 such records takes two.
+    // An odd key after one even key in 25: about two into each node of about 50 records.
     if (k % 25 == 0) odd[key_of(2 * k + 1)] = all[key_of(2 * k + 1)] = std::string(64, 'o');
   }
   ASSERT_TRUE(f.run->apply(TestFixture::changes_of(even)).ok());
