@@ -84,7 +84,15 @@ class persistent_allocator {
       if (status s = core_->refill(*cache, c); !s) return std::move(s).error();
     }
     cache->add_in_use(detail::pmem_classes::sizes[c]);
-    return pptr<>(bin.slots[--bin.count]);
+    const std::uint64_t block = bin.slots[--bin.count];
+    if (bin.count != 0) {
+      // The block the next allocation of this class returns: its caller writes it, so its
+      // first two lines are requested for writing now, while this one is being filled.
+      const std::byte* next = core_->base() + bin.slots[bin.count - 1];
+      __builtin_prefetch(next, 1);
+      if (detail::pmem_classes::sizes[c] > 64) __builtin_prefetch(next + 64, 1);
+    }
+    return pptr<>(block);
   }
 
   // REQUIRES: block came from allocate() (or was marked live) and is not free; see (U2).

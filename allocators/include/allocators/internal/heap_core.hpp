@@ -91,6 +91,7 @@ class heap_core final : public per_thread_owner {
   heap_stats stats() const;
 
   // ---- the fast path reads these ----
+  std::byte* base() const noexcept { return base_; }
   std::uint8_t chunk_class(std::uint64_t offset) const noexcept {
     return chunk_class_[(offset - heap_offset_) >> format::chunk_shift].load(
         std::memory_order_relaxed);
