@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "allocators/helper_thread.hpp"
@@ -439,8 +440,12 @@ struct pool::file_mapping {
 
   // The helper's job: asks the kernel to back each whole 2 MiB region below huge_wanted
   // with a huge page (MADV_COLLAPSE, which copies the region's pages into one and maps it
-  // with one page-table entry; stores into the region meanwhile wait for it). A region the
-  // kernel has no huge page for now (EAGAIN, ENOMEM) stays as it is.
+  // with one page-table entry; stores into the region meanwhile wait for it). EAGAIN is
+  // the kernel's transient refusal (a page of the region locked or being written back at
+  // that moment, seen once in a parallel test run): the region is asked again, up to
+  // kCollapseTries times. A region the kernel still has no huge page for (EAGAIN, ENOMEM)
+  // stays as it is.
+  static constexpr int kCollapseTries = 4;
   void collapse_wanted() noexcept {
     auto* base = static_cast<std::byte*>(pmem2_map_get_address(map));
     const std::uint64_t size = pmem2_map_get_size(map);
@@ -448,9 +453,14 @@ struct pool::file_mapping {
     for (std::uint64_t at = huge_done.load(std::memory_order_relaxed);
          at + kHugePage <= wanted && !huge_refused.load(std::memory_order_relaxed);
          at += kHugePage) {
-      if (::madvise(base + at, kHugePage, MADV_COLLAPSE) != 0 && errno != EAGAIN &&
-          errno != ENOMEM) {
-        huge_refused.store(true, std::memory_order_relaxed);
+      for (int attempt = 1;; ++attempt) {
+        if (::madvise(base + at, kHugePage, MADV_COLLAPSE) == 0) break;
+        if (errno == EAGAIN && attempt < kCollapseTries) {
+          std::this_thread::yield();
+          continue;
+        }
+        if (errno != EAGAIN && errno != ENOMEM) huge_refused.store(true, std::memory_order_relaxed);
+        break;
       }
       huge_done.store(at + kHugePage, std::memory_order_release);
     }
