@@ -1344,12 +1344,20 @@ class engine final : public DB, private transaction_host {
 
   // ---- merges: keys that stopped changing move to the packed tier ------------------------
 
-  // A key a merge chose: its entry, its only version, and what the tier gets of it.
+  // A key a merge chose: its entry, its only version, and what the tier gets of it, its key
+  // and value copied into the merge's bytes (merge_bytes_) at `at`, the value right after
+  // the key. One buffer for the merge, kept from one to the next: a string for each key and
+  // each value cost the merge thread two allocations and two frees a key.
   struct merge_pick {
     inode* entry;
     std::uint64_t version;
-    std::string key, value;
+    std::size_t at;
+    std::uint32_t key_size, value_size;
     bool erasure;
+    std::string_view key(const std::string& bytes) const { return {bytes.data() + at, key_size}; }
+    std::string_view value(const std::string& bytes) const {
+      return {bytes.data() + at + key_size, value_size};
+    }
   };
 
   // One merge (docs/engine-design.md, "The engine over the packed tier", Order of a merge):
@@ -1386,7 +1394,8 @@ class engine final : public DB, private transaction_host {
       std::vector<typename tier_t::change> changes;
       changes.reserve(picks.size());
       for (const merge_pick& p : picks) {
-        changes.push_back({p.key, p.value, p.erasure, tier_t::run::erase_as::record});
+        changes.push_back({p.key(merge_bytes_), p.value(merge_bytes_), p.erasure,
+                           tier_t::run::erase_as::record});
       }
       Status s = Status::OK();
       if (tier_->full()) {
@@ -1408,14 +1417,17 @@ class engine final : public DB, private transaction_host {
       combiner_.locked([&] { unlink_merged(picks, unlinked, &retiring); });
       storage_->retire_dram(retiring);
       *moved = unlinked->size() - before;
+      if (merge_bytes_.capacity() > kMergeBytesKept) std::string().swap(merge_bytes_);
       return Status::OK();
     } catch (const std::bad_alloc&) {
       return Status::NoSpace("out of DRAM for a merge");
     }
   }
 
-  // A merge's (a): the keys, chosen and claimed. Throws std::bad_alloc (nothing claimed).
+  // A merge's (a): the keys, chosen and claimed, their bytes in merge_bytes_. Throws
+  // std::bad_alloc (nothing claimed). REQUIRES: merge_mutex_.
   std::vector<merge_pick> choose_for_merge(std::size_t limit, std::uint64_t lag) {
+    merge_bytes_.clear();
     std::uint64_t w = 0;
     bool have_w = false;
     std::vector<std::uint64_t> readers;
@@ -1471,8 +1483,10 @@ class engine final : public DB, private transaction_host {
       // Read without the lock: a node freed meanwhile (the key deleted and removed) reads
       // as anything, and the claim below drops the key, whose entry is then removed.
       if (!v.tombstone && !node_matches(n->key_size, v, true)) continue;
-      picks.push_back({n, v.version, std::string(n->key()),
-                       v.tombstone ? std::string() : std::string(value_of(n, v)), v.tombstone});
+      const std::string_view value = v.tombstone ? std::string_view() : value_of(n, v);
+      picks.push_back({n, v.version, merge_bytes_.size(), n->key_size,
+                       static_cast<std::uint32_t>(value.size()), v.tombstone});
+      merge_bytes_.append(n->key()).append(value);
     }
     merge_from_.assign(n == nullptr ? std::string_view() : n->key());
     if (picks.empty()) return picks;
@@ -1509,7 +1523,7 @@ class engine final : public DB, private transaction_host {
     // arrived by then) half as many, so that they overlap.
     constexpr std::size_t kRemovalAhead = 8;
     for (std::size_t i = 0; i < picks.size() && i < kRemovalAhead; ++i) {
-      index_->prefetch_removal(picks[i].entry, picks[i].key);
+      index_->prefetch_removal(picks[i].entry, picks[i].key(merge_bytes_));
     }
     for (std::size_t i = 0; i < picks.size() && i < kRemovalAhead / 2; ++i) {
       prefetch_node_start(picks[i].entry->unlocked_newest().pnode);
@@ -1517,7 +1531,8 @@ class engine final : public DB, private transaction_host {
     for (std::size_t i = 0; i < picks.size(); ++i) {
       if (test_in_unlinks_) test_in_unlinks_(i);
       if (i + kRemovalAhead < picks.size()) {
-        index_->prefetch_removal(picks[i + kRemovalAhead].entry, picks[i + kRemovalAhead].key);
+        index_->prefetch_removal(picks[i + kRemovalAhead].entry,
+                                 picks[i + kRemovalAhead].key(merge_bytes_));
       }
       if (i + kRemovalAhead / 2 < picks.size()) {
         prefetch_node_start(picks[i + kRemovalAhead / 2].entry->unlocked_newest().pnode);
@@ -1933,6 +1948,9 @@ class engine final : public DB, private transaction_host {
   static constexpr std::uint64_t kListBound = 65536;
   static_assert(kListBound >= 2 * kMergeLag, "merges move keys while the list is over the bound");
   static constexpr std::size_t kMergeAhead = 8;  // choose_for_merge: entries requested ahead
+  // merge_bytes_ is kept between merges up to this capacity (a merge of 4096 keys of 16
+  // bytes with 64-byte values takes 320 KiB), let go beyond it (large values).
+  static constexpr std::size_t kMergeBytesKept = std::size_t{1} << 20;
   // The thread frees the nodes of the keys its merges moved once this many wait, or its
   // merges stop: each freeing waits for the readers to unpin (free_after_readers), which
   // after every merge took a fifth of the thread's time, in yields, behind a fill.
@@ -1997,6 +2015,7 @@ class engine final : public DB, private transaction_host {
   std::condition_variable pressure_cv_;
   std::mutex merge_mutex_;    // one merge at a time (the tier has one writer)
   std::string merge_from_;    // where the next merge looks first ("": the first key); merge_mutex_
+  std::string merge_bytes_;   // the keys and values of a merge's picks (merge_pick); merge_mutex_
   std::uint64_t tier_merges_ = 0;  // merges of the tier's small runs into its large run; merge_mutex_
   std::mutex merge_error_mutex_;
   std::string merge_error_;   // the thread's last merge's error, if it failed; merge_error_mutex_
