@@ -1388,6 +1388,13 @@ class engine final : public DB, private transaction_host {
                      std::vector<node_offset>* unlinked) {
     *moved = 0;
     if (read_only_ || tier_ == nullptr || limit == 0) return Status::OK();
+    // However the merge ends, a buffer that large values grew is let go with it.
+    struct bytes_kept {
+      std::string& bytes;
+      ~bytes_kept() {
+        if (bytes.capacity() > kMergeBytesKept) std::string().swap(bytes);
+      }
+    } kept{merge_bytes_};
     try {
       std::vector<merge_pick> picks = choose_for_merge(limit, lag);
       if (picks.empty()) return Status::OK();
@@ -1417,7 +1424,6 @@ class engine final : public DB, private transaction_host {
       combiner_.locked([&] { unlink_merged(picks, unlinked, &retiring); });
       storage_->retire_dram(retiring);
       *moved = unlinked->size() - before;
-      if (merge_bytes_.capacity() > kMergeBytesKept) std::string().swap(merge_bytes_);
       return Status::OK();
     } catch (const std::bad_alloc&) {
       return Status::NoSpace("out of DRAM for a merge");
@@ -2015,7 +2021,7 @@ class engine final : public DB, private transaction_host {
   std::condition_variable pressure_cv_;
   std::mutex merge_mutex_;    // one merge at a time (the tier has one writer)
   std::string merge_from_;    // where the next merge looks first ("": the first key); merge_mutex_
-  std::string merge_bytes_;   // the keys and values of a merge's picks (merge_pick); merge_mutex_
+  std::string merge_bytes_;   // the keys and values of a merge's picks; merge_mutex_
   std::uint64_t tier_merges_ = 0;  // merges of the tier's small runs into its large run; merge_mutex_
   std::mutex merge_error_mutex_;
   std::string merge_error_;   // the thread's last merge's error, if it failed; merge_error_mutex_
