@@ -1634,6 +1634,7 @@ class engine final : public DB, private transaction_host {
         {
           std::lock_guard merging(merge_mutex_);
           const std::uint64_t tier_merges = tier_merges_;
+          const std::uint64_t gathers = tier_->gathers();
           std::vector<node_offset> unlinked;
           std::size_t moved_in_pass = 0;
           bool every_version = true;  // each walk's mark covered every durable version
@@ -1663,7 +1664,7 @@ class engine final : public DB, private transaction_host {
             note_merge(s.ok() ? s : with_path(s));
             if (!s.ok()) pass_status = with_path(s);
           }
-          if (tier_merges_ != tier_merges) return_free_dram();
+          if (tier_merges_ != tier_merges || tier_->gathers() != gathers) return_free_dram();
           // For WaitForMerges: a pass made with writes paused that walked the whole list
           // with every durable version settled, found nothing to move, and left one run.
           const bool settled = pass_status.ok() && lag == 0 && moved_in_pass == 0 &&
@@ -1734,9 +1735,10 @@ class engine final : public DB, private transaction_host {
     merger_.join();
   }
 
-  // A merge of the tier frees what it held in DRAM (every record of the small runs, as
+  // A merge or a gather of the tier frees what it held in DRAM (a chunk of records, as
   // views; the indexes it published), but glibc's malloc keeps the freed pages in the merge
-  // thread's arena, about 25 MB after a million keys: given back to the system after each.
+  // thread's arena, about 25 MB after a million keys: given back to the system after each
+  // pass that merged or gathered.
   static void return_free_dram() {
 #if defined(__GLIBC__)
     ::malloc_trim(0);

@@ -565,6 +565,14 @@ class packed_run {
     return Status::OK();
   }
 
+  // Lets go of the DRAM a batch keeps for the next one (its merge buffers, up to a few
+  // groups' worth): for a run written seldom, such as a tier's small run, whose buffers
+  // would otherwise stay, one set a run, all the time.
+  void release_buffers() {
+    std::vector<merged_record>().swap(merged_);
+    std::string().swap(keys_);
+  }
+
   // Sets the bytes of old nodes in a slice of a batch with readers, instead of the share of
   // the run above (the readers' tests set small slices, so that batches publish between
   // nodes; SIZE_MAX publishes only at the batch's end).

@@ -1,23 +1,25 @@
 // The packed tier: a large packed run and up to kPackedSmallRuns small ones in front of it,
 // what the planned packed tier of the engine is to hold (docs/engine-design.md, "The packed
 // tier"). The write tier is to hand it sorted batches of keys that stopped changing: each
-// batch becomes a small run of its own (written once, with a key filter), and the small
-// runs are merged into the large run together, so that the large run's nodes are rewritten
-// once per many batches, not once per batch.
+// batch becomes a small run of its own (written once, with a key filter), small runs are
+// gathered into larger ones level by level (invariant (6)), and the small runs are merged
+// into the large run together when the slots are all taken (or the engine's writes pause),
+// so that the large run's nodes are rewritten once per many batches, not once per batch.
 //
 // A key's record is the one in the newest run that holds one: the small runs newest first
 // (a higher slot is newer), then the large run. A record is a value or an erasure
 // (packed.hpp): a batch's erasure becomes an erasure record in the batch's small run, which
 // hides the key's records in older runs, so a flush writes its own run and changes no
-// other (a gathering flush, invariant (6), empties runs whose keys its run answers for). A
+// other (a gather, invariant (6), empties runs whose keys an older run took). A
 // merge takes each key's newest record into the large run: a value is written, an
 // erasure removes the key. The large run is the bottom: no older run is left for an
 // erasure to hide, so it holds values only.
 //
 // Invariants (of the durable state, at every persistence event):
 //  (1) No small run at or above slot `end` holds a key: a flush fills slot end (and then
-//      end moves up), a merge empties every slot from the oldest up (and end goes to 0).
-//      Slots below end may be empty: a gathering flush (6) empties those it gathered.
+//      end moves up), a gather (6) empties the slots above its target (and end follows the
+//      target), a merge empties every slot from the oldest up (and end goes to 0). Slots
+//      below end may be empty after a crash inside a gather or a merge.
 //  (2) Each key's answer is the newest run's record: a merge writes into the large run the
 //      newest small run's record of each key (its value, or its removal for an erasure)
 //      before it empties any small run, and empties the oldest first, so a crash inside it
@@ -28,23 +30,27 @@
 //      flush is durable all the same.)
 //  (4) The large run holds no erasure record.
 //  (5) Every run is a packed run (packed_run.hpp), with its invariants.
-//  (6) A gathering flush (the one into slot kPackedGather - 1, 2 * kPackedGather - 1, ...)
-//      writes as its new run the batch together with, for each key the batch lacks, the
-//      newest record (a value or an erasure) of the runs in the slots below since the last
-//      such slot, and only then empties those runs. The new run is newer than all of them,
-//      so from its head's store on each of their keys answers from it as it did from them,
-//      and a crash or a reader finds each key's answer unchanged whichever of them are left.
-//      So readers meet at most nine small runs (two gathered and seven others), not 24.
+//  (6) A gather takes the newest kPackedGather small runs when they are of one level (a
+//      flush's run is of level 0, a gathered run one level above its sources; DRAM only):
+//      the oldest of them, in its own slot, takes for each key of the others the newest of
+//      their records (a value or an erasure), in batches of its own, and only then are the
+//      others emptied, oldest first. They are newer than it, so until each is emptied it
+//      still answers its keys as before, and the target answers them as they did once the
+//      newer ones holding a key are gone: a crash or a reader finds each key's answer
+//      unchanged, whichever of them are left. Slot `end` then follows the target. So the
+//      records of a run are rewritten about once a level (levels 0 to 3 hold the keys of
+//      1, 8, 64 and 512 flushes), where a merge into the large run rewrites the whole large
+//      run, and readers meet at most seven runs of each level and the newest.
 //
 // Errors: as a packed run's. A flush into a tier whose slots are all taken is Busy: merge
 // first. After an error, each key is as (2) and (3) say, and the tier is usable.
 //
 // Thread safety: one writer (recover, flush, merge) at a time; with an epoch domain, readers
 // (get, cursors) on any threads beside it, each pinned for its call, as a run's are. A get
-// or a cursor that meets a merge still answers each key as the tier did throughout (it
-// looks in the small runs newest first, then in the large run, and a merge empties small
-// runs only after the large run holds their keys' values and has let go of their erased
-// keys).
+// or a cursor that meets a merge or a gather still answers each key as the tier did
+// throughout (it looks in the small runs newest first, then in the large run, and a merge
+// or a gather empties small runs only after the run that takes their records holds each
+// key's newest one, or, for the large run, has let go of their erased keys).
 // Persistence: flush's and merge's changes are durable when they return.
 #pragma once
 
@@ -67,10 +73,13 @@
 namespace flintkv::internal {
 
 inline constexpr std::size_t kPackedSmallRuns = 24;  // at most 32: slots are bits of a word
-// A flush into slot kPackedGather - 1, 2 * kPackedGather - 1, ... gathers the runs below it
-// since the last such slot (invariant (6)).
+// The newest kPackedGather runs, when of one level, are gathered into one run of the next
+// level (invariant (6)). With 24 slots, about 2,000 flushes fill the tier before a merge
+// into the large run is needed: seven runs of each of levels 0 to 2 and three of level 3.
 inline constexpr std::size_t kPackedGather = 8;
-static_assert(kPackedSmallRuns % kPackedGather == 0);
+static_assert(kPackedGather >= 2 && kPackedGather <= kPackedSmallRuns);
+// Keys a gather or a merge applies to its target at a time (packed_tier::apply_newest).
+inline constexpr std::size_t kPackedChunk = 8192;
 
 // The tier's words in the pool: each run's head, and the size of the nodes its runs were
 // written with (a checked word), which recovery compares with the size it is opened with:
@@ -113,8 +122,11 @@ class packed_tier {
         epochs_(epochs),
         filter_bits_per_key_(filter_bits_per_key) {
     for (auto& head : r->small) {
+      // Grown, as the large run's: a gather adds its sources' keys batch by batch, where a
+      // filter remade at each publication would walk the target's every record each time.
       small_.push_back(std::make_unique<run>(pool, h, &head, place_of(pool, &head), node_bytes,
-                                             epochs, filter_bits_per_key));
+                                             epochs, filter_bits_per_key,
+                                             run::filter_upkeep::grown));
     }
   }
   ~packed_tier() { delete front_.load(std::memory_order_relaxed); }
@@ -143,6 +155,7 @@ class packed_tier {
         end_ = i + 1;
         occupied |= slot_bit(i);
       }
+      level_[i] = kUnknownLevel;
     }
     // The front filter, from the small runs' records (none if one cannot be read: Gets then
     // ask each run, and meet the damage).
@@ -183,78 +196,54 @@ class packed_tier {
 
   // Writes `changes` (sorted by key, no key twice; each erasure is recorded, whatever its
   // `as`) as a new small run (invariant (3)). Busy if every slot is taken (merge first);
-  // otherwise as a run's apply (NoSpace writes nothing). The flush into each kPackedGather-th
-  // slot (7, 15, 23) gathers the runs of the slots below it since the last such slot into
-  // the new run too (invariant (6)), so that readers meet at most about a third as many
-  // runs: a Seek positions a cursor in every run that holds keys.
+  // otherwise as a run's apply (NoSpace writes nothing). Then, while the newest
+  // kPackedGather runs are of one level, they are gathered into the oldest of them
+  // (gather, invariant (6)), so that a run's records are rewritten about once a level,
+  // not once per merge into the large run, and readers meet a few runs of each level. A
+  // gather's error is returned after the flush's run is written: the tier answers as
+  // before it, and the next flush gathers again.
   Status flush(std::span<const change> changes) {
     if (changes.empty()) return Status::OK();
     if (full()) return Status::Busy("packed tier: every small run is taken");
     std::vector<change> batch(changes.begin(), changes.end());
     for (change& c : batch) c.as = run::erase_as::record;
-    const std::uint32_t gathered = end_ % kPackedGather == kPackedGather - 1
-                                       ? occupied_.load(std::memory_order_relaxed) &
-                                             (slot_bit(end_) - slot_bit(end_ + 1 - kPackedGather))
-                                       : 0;
-    std::string keys;  // the gathered records' keys: batch's keys point into it
-    if (gathered != 0) {
-      std::vector<change> older;
-      if (Status s = newest_records(gathered, run::erase_as::record, &older, &keys); !s.ok()) {
-        return s;
-      }
-      batch = newer_over_older(batch, older);
-    }
     // An empty run takes a batch whole: its nodes, then one store of its head (a batch that
     // runs out of room frees the nodes it made and stores nothing).
     Status s = small_[end_]->apply(batch);
-    if (small_[end_]->nodes() != 0) {
-      // The front filter takes the run's keys before readers find its slot (front_); the
-      // gathered runs' keys are in it already.
-      for (const change& c : changes) front_hashes_.push_back(key_hash(c.key));
-      publish_front(changes.size());
-      occupied_.fetch_or(slot_bit(end_), std::memory_order_release);
-      ++end_;
-      // Each key of the gathered runs has its newest record of theirs, or a newer one, in
-      // the new run, which readers find first: the gathered runs answer nothing any more
-      // and go, in any order.
-      for (std::uint32_t m = gathered; m != 0; m &= m - 1) {
-        const auto i = static_cast<std::size_t>(std::countr_zero(m));
-        small_[i]->clear();
-        occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
-      }
-    }
-    return s;
+    small_[end_]->release_buffers();  // a small run is written seldom: one set for all
+    if (small_[end_]->nodes() == 0) return s;
+    // The front filter takes the run's keys before readers find its slot (front_).
+    for (const change& c : changes) front_hashes_.push_back(key_hash(c.key));
+    publish_front(changes.size());
+    occupied_.fetch_or(slot_bit(end_), std::memory_order_release);
+    level_[end_] = 0;
+    ++end_;
+    return s.ok() ? gather() : s;
   }
 
   // Merges every small run into the large run, then empties them (invariants (2), (4)).
   Status merge() {
     if (end_ == 0) return Status::OK();
-    // The small runs' keys in order, each with the newest run's record. A newest erasure
-    // removes the key from the large run; an erasure record never enters it, since no run
-    // below it is left to hide.
-    std::vector<change> changes;
-    std::string keys;  // the merged keys: changes' keys point into it
+    // Each key's newest record of the small runs: a newest erasure removes the key from
+    // the large run; an erasure record never enters it, since no run below it is left to
+    // hide. The records go in chunks (apply_newest), whose values view the small runs'
+    // nodes: those stay until the large run is written.
     const std::uint32_t all = occupied_.load(std::memory_order_relaxed);
-    if (Status s = newest_records(all, run::erase_as::removal, &changes, &keys); !s.ok()) {
-      return s;
-    }
-    // The values point into the small runs, which stay until the large run is written. A
-    // removal of a key the large run does not hold leaves its node as it is (packed_run).
-    if (Status s = large_.apply(changes); !s.ok()) return s;
-    // Oldest first: between two clears (a crash, or a reader), the runs left are the newest,
-    // so each key's newest record is still the one the large run took. Emptied newest
-    // first, the run of a key's newest record (a value, or an erasure the large run took as
-    // a removal) could go before an older run of an older value, which would answer again.
-    for (std::uint32_t m = all; m != 0; m &= m - 1) {  // the lowest slot first
-      const auto i = static_cast<std::size_t>(std::countr_zero(m));
-      small_[i]->clear();
-      occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
-    }
+    if (Status s = apply_newest(large_, all, run::erase_as::removal); !s.ok()) return s;
+    clear_oldest_first(all);
     end_ = 0;
     front_hashes_.clear();
     retire_front(front_.exchange(nullptr, std::memory_order_acq_rel));
     return Status::OK();
   }
+
+  // The level of the small run in `slot` (for tests and statistics; the writer's thread):
+  // 0 for a flush's run, one more than its sources' for a gathered one, kUnknownLevel for a
+  // run found at recovery. REQUIRES: the slot holds a run.
+  std::uint8_t level(std::size_t slot) const { return level_[slot]; }
+  static constexpr std::uint8_t kUnknownLevel = 0xff;
+  // The gathers made since the tier was made (the writer's thread).
+  std::uint64_t gathers() const { return gathers_; }
 
   // The value of `key` into *value (unless null): OK, NotFound (no run holds a record of it, or the
   // newest record is an erasure), or Corruption.
@@ -548,91 +537,157 @@ class packed_tier {
     return {place_of(pool, word).holder, word_field::packed_shape};
   }
   static constexpr std::uint32_t slot_bit(std::size_t i) { return std::uint32_t{1} << i; }
-  // The keys the small runs of `slots` (a mask of slot bits) hold, in order, each with the
-  // newest of those runs' records (an erasure as `as`), into *out; their keys are copied
-  // into *keys, which out's keys view. The values view the runs' nodes, which stay while
-  // the runs do. The runs' cursors sit in a binary heap whose top is the smallest key's
-  // newest record (a tie goes to the higher slot): each key costs about two comparisons
-  // per level, a few in all, where a look at every cursor for each key cost two
-  // comparisons of each run's key (before gathering, two thirds of a merge behind a fill).
-  Status newest_records(std::uint32_t slots, typename run::erase_as as, std::vector<change>* out,
-                        std::string* keys) const {
-    std::vector<typename run::cursor> cursors;
-    cursors.reserve(static_cast<std::size_t>(std::popcount(slots)));
-    for (std::uint32_t m = slots; m != 0; m &= m - 1) {  // the lowest slot first
-      cursors.emplace_back(*small_[static_cast<std::size_t>(std::countr_zero(m))], true);
-      if (Status s = cursors.back().seek_to_first(); !s.ok()) return s;
+  // While the newest kPackedGather runs are of one level, they become one run of the next
+  // level in the oldest one's slot (invariant (6)): that run takes, for each key of the
+  // others, the newest of their records (values and erasures alike), and only then are the
+  // others emptied, oldest first. A run of unknown level (found at recovery) is never
+  // gathered; a merge takes it.
+  Status gather() {
+    while (true) {
+      const std::uint32_t occupied = occupied_.load(std::memory_order_relaxed);
+      if (static_cast<std::size_t>(std::popcount(occupied)) < kPackedGather) {
+        return Status::OK();
+      }
+      const std::uint8_t level = level_[highest_slot(occupied)];
+      if (level == kUnknownLevel) return Status::OK();
+      std::uint32_t top = 0;
+      std::size_t oldest = 0;
+      for (std::uint32_t m = occupied; static_cast<std::size_t>(std::popcount(top)) < kPackedGather;) {
+        oldest = highest_slot(m);
+        if (level_[oldest] != level) return Status::OK();
+        top |= slot_bit(oldest);
+        m &= ~slot_bit(oldest);
+      }
+      const std::uint32_t sources = top & ~slot_bit(oldest);
+      Status s = apply_newest(*small_[oldest], sources, run::erase_as::record);
+      small_[oldest]->release_buffers();
+      if (!s.ok()) return s;
+      clear_oldest_first(sources);
+      level_[oldest] = static_cast<std::uint8_t>(std::min<unsigned>(level + 1u, kUnknownLevel - 1u));
+      end_ = oldest + 1;
+      ++gathers_;
     }
-    std::vector<std::size_t> heap;  // indexes of cursors: a higher index is a newer run
-    const auto before = [&](std::size_t a, std::size_t b) {
-      const int c = compare_keys(cursors[a].key(), cursors[b].key());
-      return c < 0 || (c == 0 && a > b);
-    };
-    const auto sift_down = [&](std::size_t i) {
+  }
+
+  // Applies to `target` the newest record of each key the small runs of `sources` (a mask
+  // of slot bits, every one a slot above target's if target is a small run) hold, an
+  // erasure as `as`, in chunks of kPackedChunk keys in key order: each chunk is a batch of
+  // the target's (atomic per node), so a crash or a reader between two finds some keys
+  // with their new record in the target and the rest with their old, while the sources,
+  // newer, still answer for all of them. The chunks bound the DRAM a merge of a large
+  // front holds: the keys and changes of one chunk, not of every key.
+  Status apply_newest(run& target, std::uint32_t sources, typename run::erase_as as) {
+    newest_records records(*this, sources);
+    if (Status s = records.start(); !s.ok()) return s;
+    std::vector<change> chunk;
+    std::string keys;  // the chunk's keys: chunk's keys view it
+    while (true) {
+      if (Status s = records.next_chunk(kPackedChunk, as, &chunk, &keys); !s.ok()) return s;
+      if (chunk.empty()) return Status::OK();
+      if (Status s = target.apply(chunk); !s.ok()) return s;
+    }
+  }
+
+  // Empties the small runs of `slots`, the lowest slot (the oldest run) first: between two
+  // clears (a crash, or a reader), the runs left of them are the newest, so each key whose
+  // newest record they held still answers as it did, from a newer run left or from the run
+  // that took their records (a gather's target, or the large run). Emptied newest first,
+  // the run of a key's newest record could go before an older run of an older value,
+  // which would answer again.
+  void clear_oldest_first(std::uint32_t slots) {
+    for (std::uint32_t m = slots; m != 0; m &= m - 1) {
+      const auto i = static_cast<std::size_t>(std::countr_zero(m));
+      small_[i]->clear();
+      occupied_.fetch_and(~slot_bit(i), std::memory_order_release);
+    }
+  }
+
+  static std::size_t highest_slot(std::uint32_t slots) {
+    return 31 - static_cast<std::size_t>(std::countl_zero(slots));
+  }
+
+  // The keys the small runs of a mask of slots hold, in order, each with the newest of
+  // those runs' records, a chunk at a time (next_chunk). The values view the runs' nodes,
+  // which stay while the runs do. The runs' cursors sit in a binary heap whose top is the
+  // smallest key's newest record (a tie goes to the higher slot): each key costs about two
+  // comparisons per level, a few in all, where a look at every cursor for each key cost two
+  // comparisons of each run's key (before gathering, two thirds of a merge behind a fill).
+  class newest_records {
+   public:
+    newest_records(const packed_tier& tier, std::uint32_t slots) {
+      cursors_.reserve(static_cast<std::size_t>(std::popcount(slots)));
+      for (std::uint32_t m = slots; m != 0; m &= m - 1) {  // the lowest slot first
+        cursors_.emplace_back(*tier.small_[static_cast<std::size_t>(std::countr_zero(m))], true);
+      }
+    }
+    // Positions every run's cursor at its first key.
+    Status start() {
+      for (auto& c : cursors_) {
+        if (Status s = c.seek_to_first(); !s.ok()) return s;
+      }
+      for (std::size_t i = 0; i < cursors_.size(); ++i) {
+        if (cursors_[i].valid()) heap_.push_back(i);
+      }
+      for (std::size_t i = heap_.size() / 2; i-- > 0;) sift_down(i);
+      return Status::OK();
+    }
+    // The next (up to) `most` keys with their newest records (an erasure as `as`) into
+    // *out, their keys copied into *keys, which out's keys view; none once every key was
+    // taken.
+    Status next_chunk(std::size_t most, typename run::erase_as as, std::vector<change>* out,
+                      std::string* keys) {
+      key_ends_.clear();
+      keys->clear();
+      out->clear();
+      while (!heap_.empty() && out->size() < most) {
+        const typename run::cursor& newest = cursors_[heap_.front()];
+        const std::size_t at = keys->size();
+        keys->append(newest.key());
+        key_ends_.push_back(keys->size());
+        out->push_back({{}, newest.value(), newest.erased(), as});
+        const std::string_view key(keys->data() + at, keys->size() - at);  // until keys grows
+        // The older runs' records of the key come to the top next: each is passed over.
+        do {
+          if (Status s = step_top(); !s.ok()) return s;
+        } while (!heap_.empty() && cursors_[heap_.front()].key() == key);
+      }
+      for (std::size_t i = 0, at = 0; i < out->size(); at = key_ends_[i], ++i) {
+        (*out)[i].key = std::string_view(keys->data() + at, key_ends_[i] - at);
+      }
+      return Status::OK();
+    }
+
+   private:
+    bool before(std::size_t a, std::size_t b) const {
+      const int c = compare_keys(cursors_[a].key(), cursors_[b].key());
+      return c < 0 || (c == 0 && a > b);  // a higher index is a newer run
+    }
+    void sift_down(std::size_t i) {
       while (true) {
         std::size_t least = i;
-        for (std::size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap.size(); ++child) {
-          if (before(heap[child], heap[least])) least = child;
+        for (std::size_t child = 2 * i + 1; child <= 2 * i + 2 && child < heap_.size(); ++child) {
+          if (before(heap_[child], heap_[least])) least = child;
         }
         if (least == i) return;
-        std::swap(heap[i], heap[least]);
+        std::swap(heap_[i], heap_[least]);
         i = least;
       }
-    };
+    }
     // Steps the top's cursor; one at its end leaves the heap.
-    const auto step_top = [&]() -> Status {
-      if (Status s = cursors[heap.front()].next(); !s.ok()) return s;
-      if (!cursors[heap.front()].valid()) {
-        heap.front() = heap.back();
-        heap.pop_back();
+    Status step_top() {
+      if (Status s = cursors_[heap_.front()].next(); !s.ok()) return s;
+      if (!cursors_[heap_.front()].valid()) {
+        heap_.front() = heap_.back();
+        heap_.pop_back();
       }
-      if (!heap.empty()) sift_down(0);
+      if (!heap_.empty()) sift_down(0);
       return Status::OK();
-    };
-    for (std::size_t i = 0; i < cursors.size(); ++i) {
-      if (cursors[i].valid()) heap.push_back(i);
     }
-    for (std::size_t i = heap.size() / 2; i-- > 0;) sift_down(i);
-    std::vector<std::size_t> key_ends;
-    keys->clear();
-    out->clear();
-    while (!heap.empty()) {
-      const typename run::cursor& newest = cursors[heap.front()];
-      const std::size_t at = keys->size();
-      keys->append(newest.key());
-      key_ends.push_back(keys->size());
-      out->push_back({{}, newest.value(), newest.erased(), as});
-      const std::string_view key(keys->data() + at, keys->size() - at);  // until keys grows
-      // The older runs' records of the key come to the top next: each is passed over.
-      do {
-        if (Status s = step_top(); !s.ok()) return s;
-      } while (!heap.empty() && cursors[heap.front()].key() == key);
-    }
-    for (std::size_t i = 0, at = 0; i < out->size(); at = key_ends[i], ++i) {
-      (*out)[i].key = std::string_view(keys->data() + at, key_ends[i] - at);
-    }
-    return Status::OK();
-  }
-  // The changes of `newer` and `older` (each sorted, no key twice) in order, newer's where
-  // both have a key.
-  static std::vector<change> newer_over_older(std::span<const change> newer,
-                                              std::span<const change> older) {
-    std::vector<change> both;
-    both.reserve(newer.size() + older.size());
-    std::size_t i = 0, j = 0;
-    while (i < newer.size() || j < older.size()) {
-      const int c = i == newer.size()   ? 1
-                    : j == older.size() ? -1
-                                        : compare_keys(newer[i].key, older[j].key);
-      if (c <= 0) {
-        if (c == 0) ++j;
-        both.push_back(newer[i++]);
-      } else {
-        both.push_back(older[j++]);
-      }
-    }
-    return both;
-  }
+
+    std::vector<typename run::cursor> cursors_;
+    std::vector<std::size_t> heap_;  // indexes of cursors_
+    std::vector<std::size_t> key_ends_;
+  };
 
   // Publishes a front filter over front_hashes_, whose last `added` are new since the last:
   // the last one's copy with them added, or, past its capacity, one made anew for at least
@@ -663,6 +718,9 @@ class packed_tier {
   run large_;
   std::vector<std::unique_ptr<run>> small_;  // by slot: a higher slot is newer
   std::size_t end_ = 0;  // the writer's: the slot the next flush fills
+  // The writer's: each occupied slot's level (level()).
+  std::array<std::uint8_t, kPackedSmallRuns> level_{};
+  std::uint64_t gathers_ = 0;  // the writer's
   alloc::epoch_domain* epochs_;
   unsigned filter_bits_per_key_;
   // The slots whose runs may hold keys, for readers: a bit is set once its run is written
