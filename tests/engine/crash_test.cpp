@@ -335,14 +335,22 @@ class engine_subject {
   static void check(const Status& s) {
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
-  // After a write that returned `version`: a merge, every merge_every-th write.
+  // After a write that returned `version`: a merge, every merge_every-th write; and every
+  // kTierMergeEvery-th merge, the tier's small runs merged into its large run, as the merge
+  // thread does once writes pause (their slots seldom fill: the tier gathers them).
   std::uint64_t merged(std::uint64_t version) {
-    if (options_.merge_every != 0 && merge_writes_.fetch_add(1) % options_.merge_every == 0) {
+    if (options_.merge_every == 0) return version;
+    const std::uint64_t n = merge_writes_.fetch_add(1);
+    if (n % options_.merge_every == 0) {
       std::size_t moved = 0;
       check(engine_->TEST_merge(64, &moved));
+      if (n / options_.merge_every % kTierMergeEvery == kTierMergeEvery - 1) {
+        check(engine_->TEST_merge_tier());
+      }
     }
     return version;
   }
+  static constexpr std::uint64_t kTierMergeEvery = 24;
   Status commit_transaction(std::span<const crashtest::kv_write> entries,
                             crashtest::durability d) {
     while (true) {

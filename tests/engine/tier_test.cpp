@@ -351,6 +351,10 @@ TYPED_TEST(EngineTierTest, MergesKeepEveryReadAsItWas) {
       write_list(*db, &m, rng, kUniverse, 40);
       if (round % 3 == 2) engine_of<TypeParam>(db.get())->TEST_reclaim();
       moved += merge<TypeParam>(*db, 1 + rng() % 400, round % 4 == 3 ? 20 : 0);
+      if (round % 5 == 4) {
+        // The small runs into the large run, as the merge thread does once writes pause.
+        ASSERT_TRUE(engine_of<TypeParam>(db.get())->TEST_merge_tier().ok());
+      }
       // The iterator carries on from keys a merge may have moved, at its own version.
       for (int step = 0; step < 30 && ref.valid(); ++step) {
         ASSERT_TRUE(it->Valid()) << "round " << round << " step " << step;

@@ -524,6 +524,19 @@ class engine final : public DB, private transaction_host {
     return s;
   }
 
+  // Test hook: the merge the thread makes once writes pause: every small run of the packed
+  // tier into its large run, no key moved from the list (the tier's slots seldom fill, so
+  // merge_round seldom makes one). REQUIRES: as TEST_merge.
+  Status TEST_merge_tier() {
+    std::lock_guard lock(merge_mutex_);
+    if (read_only_ || tier_ == nullptr) return Status::OK();
+    Status s = tier_->merge();
+    ++tier_merges_;
+    if (!s.ok()) s = with_path(s);
+    note_merge(s);
+    return s;
+  }
+
   // Test hook: a reclamation pass after every `n`th combining pass (0: only when due), so
   // tests meet reclamation at every step.
   void TEST_reclaim_every(unsigned n) { test_reclaim_every_.store(n, std::memory_order_relaxed); }
