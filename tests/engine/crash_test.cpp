@@ -337,7 +337,8 @@ class engine_subject {
   }
   // After a write that returned `version`: a merge, every merge_every-th write; and every
   // kTierMergeEvery-th merge, the tier's small runs merged into its large run, as the merge
-  // thread does once writes pause (their slots seldom fill: the tier gathers them).
+  // thread does once writes pause (their slots seldom fill: the tier gathers them), so that
+  // a cell's 20 or so merges meet a few.
   std::uint64_t merged(std::uint64_t version) {
     if (options_.merge_every == 0) return version;
     const std::uint64_t n = merge_writes_.fetch_add(1);
@@ -350,7 +351,7 @@ class engine_subject {
     }
     return version;
   }
-  static constexpr std::uint64_t kTierMergeEvery = 24;
+  static constexpr std::uint64_t kTierMergeEvery = 6;
   Status commit_transaction(std::span<const crashtest::kv_write> entries,
                             crashtest::durability d) {
     while (true) {
