@@ -530,11 +530,7 @@ class engine final : public DB, private transaction_host {
   Status TEST_merge_tier() {
     std::lock_guard lock(merge_mutex_);
     if (read_only_ || tier_ == nullptr) return Status::OK();
-    Status s = tier_->merge();
-    ++tier_merges_;
-    if (!s.ok()) s = with_path(s);
-    note_merge(s);
-    return s;
+    return merge_tier();
   }
 
   // Test hook: a reclamation pass after every `n`th combining pass (0: only when due), so
@@ -1579,6 +1575,17 @@ class engine final : public DB, private transaction_host {
     add(tier_live_keys_, live);
   }
 
+  // The merge the thread makes once writes pause: the tier's small runs into its large
+  // run, counted and noted for Stats; its status, with the pool's path. REQUIRES:
+  // merge_mutex_.
+  Status merge_tier() {
+    Status s = tier_->merge();
+    ++tier_merges_;
+    if (!s.ok()) s = with_path(s);
+    note_merge(s);
+    return s;
+  }
+
   // Frees the nodes a merge unlinked, once no reader can read them: every reader pinned
   // when they left the index has unpinned after the epoch advanced twice (reclamation.hpp,
   // the settled mark's argument). Each gets the uncommitted marker first, fenced, so that
@@ -1672,10 +1679,7 @@ class engine final : public DB, private transaction_host {
           free_after_readers(unlinked);
           // Writes paused: the small runs go into the large run, so that reads meet one run.
           if (lag == 0 && tier_->small_runs() != 0 && !stop_requested()) {
-            const Status s = tier_->merge();
-            ++tier_merges_;
-            note_merge(s.ok() ? s : with_path(s));
-            if (!s.ok()) pass_status = with_path(s);
+            if (Status s = merge_tier(); !s.ok()) pass_status = s;
           }
           if (tier_merges_ != tier_merges || tier_->gathers() != gathers) return_free_dram();
           // For WaitForMerges: a pass made with writes paused that walked the whole list

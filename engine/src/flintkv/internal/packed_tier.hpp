@@ -261,7 +261,7 @@ class packed_tier {
         small_[static_cast<std::size_t>(std::countr_zero(m))]->prefetch_filter(hash);
       }
       for (std::uint32_t m = occupied; m != 0;) {  // the highest slot first
-        const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
+        const std::size_t i = highest_slot(m);
         m &= ~slot_bit(i);
         if (!small_[i]->may_hold(hash)) continue;
         packed_kind kind{};
@@ -447,7 +447,7 @@ class packed_tier {
       parts_.clear();
       parts_.reserve(static_cast<std::size_t>(std::popcount(occupied)) + 1);
       for (std::uint32_t m = occupied; m != 0;) {
-        const std::size_t i = 31 - static_cast<std::size_t>(std::countl_zero(m));
+        const std::size_t i = highest_slot(m);
         m &= ~slot_bit(i);
         parts_.emplace_back(tier_->small_[i].get(), verify_);
       }
@@ -602,6 +602,7 @@ class packed_tier {
     }
   }
 
+  // The newest run's slot of a non-empty mask of slots.
   static std::size_t highest_slot(std::uint32_t slots) {
     return 31 - static_cast<std::size_t>(std::countl_zero(slots));
   }
