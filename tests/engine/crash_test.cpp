@@ -765,24 +765,15 @@ constexpr std::uint64_t kRecoveryStride = 4;
 constexpr std::uint64_t kBrokenRecoveryStride = 2;
 // The images a crash at each persistence event of `body` could leave on `m`: write-back none,
 // all, and one seeded random choice per event; each distinct image once. Images are compared
-// in full only when their hashes match: a recovery's hundreds of events each leave three
-// images of kRecoveryRegion bytes, and comparing each with all kept before took most of these
-// tests' time.
+// in full only when their checksums (the engine's CRC-32C) match: a recovery's hundreds of
+// events each leave three images of kRecoveryRegion bytes, and comparing each with all kept
+// before took most of these tests' time.
 std::vector<image> images_during(pv::model& m, const std::function<void()>& body,
                                  std::uint64_t seed, std::optional<std::uint64_t> only_event = {}) {
   std::vector<image> out;
-  std::unordered_multimap<std::size_t, std::size_t> by_hash;  // hash -> index in out
+  std::unordered_multimap<std::uint32_t, std::size_t> by_hash;  // checksum -> index in out
   auto keep = [&](image i) {
-    // Word by word in four lanes: a byte-wise hash (or compare) of a megabyte per image was
-    // still most of the time.
-    std::uint64_t lane[4] = {1, 2, 3, 4};
-    const std::size_t words = i.size() / sizeof(std::uint64_t);
-    for (std::size_t w = 0; w < words; ++w) {
-      std::uint64_t x;
-      std::memcpy(&x, i.data() + w * sizeof x, sizeof x);
-      lane[w % 4] = (lane[w % 4] ^ x) * 0x9e3779b97f4a7c15ULL;
-    }
-    const std::size_t h = lane[0] ^ (lane[1] >> 1) ^ (lane[2] >> 2) ^ (lane[3] >> 3);
+    const std::uint32_t h = flintkv::internal::crc32c(0, i.data(), i.size());
     auto [first, last] = by_hash.equal_range(h);
     for (auto it = first; it != last; ++it) {
       if (out[it->second].size() == i.size() &&
@@ -850,10 +841,10 @@ struct recovery_crash_result {
 };
 
 // Crashes the workload (run by engine configuration W) at every `stride`-th persistence event
-// from `first`, and each recovery of those images (by configuration R) at every one of its own
+// from the first, and each recovery of those images (by configuration R) at every one of its own
 // events.
 template <class W, class R = W>
-recovery_crash_result crash_recoveries(std::uint64_t stride, std::uint64_t first = 0) {
+recovery_crash_result crash_recoveries(std::uint64_t stride) {
   recovery_crash_result result;
   std::uint64_t events = 0;
   {
@@ -864,7 +855,7 @@ recovery_crash_result crash_recoveries(std::uint64_t stride, std::uint64_t first
     run_recovery_workload(store);
     events = m.persistence_events() - before;
   }
-  for (std::uint64_t event = first; event < events; event += stride) {
+  for (std::uint64_t event = 0; event < events; event += stride) {
     pv::model m(kRecoveryRegion);
     pv::scoped_activation active(m);
     auto store = std::make_unique<engine_subject<W>>(m, crashtest::start::fresh);
