@@ -865,11 +865,18 @@ class engine final : public DB, private transaction_host {
   // a mark's line would often come from the other core's cache.
   // The way is this thread's guess from its last eight locates (a retry counts again): the
   // point table first unless at least six found the key new (a fill), then a search alone.
+  // A key new to the list is asked of the packed tier (tier_holds_live); for a writer that
+  // expects a new key, the lines of the tier's filters are requested first, so that they
+  // come while the search runs.
   void locate(update& u) const {
     const auto way = std::popcount(recent_new_keys_ & 0xffu) >= 6
                          ? key_index::locate_way::search_only
                          : key_index::locate_way::table_first;
-    if (inode* e = index_->locate_for_update(u.key, way, &u.pred, &u.after, &u.where);
+    const std::uint32_t hashed = key_hash(u.key);
+    const bool tiered = tier_ != nullptr && !tier_->empty();
+    if (tiered && way == key_index::locate_way::search_only) tier_->prefetch_for_get(hashed);
+    if (inode* e = index_->locate_for_update(u.key, key_index::hash_of(hashed), way, &u.pred,
+                                             &u.after, &u.where);
         e != nullptr) {
       u.entry = e;
     } else {
@@ -881,13 +888,14 @@ class engine final : public DB, private transaction_host {
       index_->mark_updated(u.entry);
     }
     u.tier_moves = moves();
-    u.tier_live = u.entry == nullptr && tier_holds_live(u.key);
+    u.tier_live = u.entry == nullptr && tiered && tier_holds_live(u.key, hashed);
   }
 
   // Whether the packed tier holds a live value of `key` (its newest record a value), for
-  // the count of live keys: a damaged record counts as none. REQUIRES: pinned.
-  bool tier_holds_live(std::string_view key) const {
-    return tier_ != nullptr && !tier_->empty() && tier_->get(key, nullptr, false).ok();
+  // the count of live keys: a damaged record counts as none. `hashed`: key_hash(key).
+  // REQUIRES: pinned.
+  bool tier_holds_live(std::string_view key, std::uint32_t hashed) const {
+    return tier_ != nullptr && !tier_->empty() && tier_->get(key, hashed, nullptr, false).ok();
   }
 
   // The persistent node a new version of u.key goes before (the key's newest version, or
@@ -1261,7 +1269,7 @@ class engine final : public DB, private transaction_host {
       // merge that moved keys since locate may have moved this one (out of an entry made
       // and removed since): the tier is asked again.
       if (moves_.load(std::memory_order_seq_cst) != u.tier_moves) {
-        u.tier_live = tier_holds_live(u.key);
+        u.tier_live = tier_holds_live(u.key, key_hash(u.key));
       }
       if (u.tier_live) add(tier_live_keys_, std::uint64_t(-1));
       if (u.tombstone) reclaimer_.note(entry, version);

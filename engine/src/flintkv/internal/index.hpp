@@ -971,10 +971,13 @@ class key_index {
   // needs); else nullptr and locate()'s neighbours. With search_only the table is not asked
   // (for a new key that is a miss the search would wait behind), only the line of the key's
   // slot requested, for the insert that follows; an existing key is then *after.
-  // REQUIRES: pinned.
+  // `hash`: hash_of(key). REQUIRES: pinned.
   inode* locate_for_update(std::string_view key, locate_way way, inode** pred, inode** after,
                            tree_place* where) const {
-    const std::uint64_t hash = point_table::hash_of(key);
+    return locate_for_update(key, hash_of(key), way, pred, after, where);
+  }
+  inode* locate_for_update(std::string_view key, std::uint64_t hash, locate_way way,
+                           inode** pred, inode** after, tree_place* where) const {
     if (way == locate_way::search_only) {
       if (const void* home = points_.home_of(hash); home != nullptr) __builtin_prefetch(home, 1);
     } else if (inode* e = points_.find(key, hash); e != nullptr) {
