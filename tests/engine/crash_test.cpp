@@ -216,6 +216,10 @@ class engine_subject {
     if (!s.ok()) throw crashtest::invariant_violation("open: " + s.ToString());
     engine_ = dynamic_cast<engine*>(db_.get());
     if (options_.reclaim_every != 0) engine_->TEST_reclaim_every(options_.reclaim_every);
+    // A merge (merged(): at most the workload's few keys) unlinks them two per step, each
+    // step under the lock and fenced, so that crashes meet a merge between its steps as
+    // well as inside one.
+    engine_->TEST_set_unlink_step(2);
     if (how != crashtest::start::fresh) options_.probe = nullptr;
   }
 

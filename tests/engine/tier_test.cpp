@@ -554,6 +554,66 @@ TYPED_TEST(EngineTierTest, AnIteratorMovingDuringAMergesUnlinksReadsNoEntryThatL
   EXPECT_TRUE(it->status().ok()) << it->status().ToString();
 }
 
+// A merge unlinks its keys from the list in steps, each under the combiner lock, and a
+// writer that needs the lock during the unlinks takes it between two steps: its put
+// returns before the merge ends, and nothing the merge moves or the put writes is lost.
+// (Unlinked under one hold of the lock, the put would wait for the whole merge: the hook
+// between the steps would wait for it in vain, and no step would be seen.)
+TYPED_TEST(EngineTierTest, AWriterWaitingDuringAMergesUnlinksGoesBetweenSteps) {
+  const std::uint64_t keys = 2 * internal::engine_for<TypeParam>::TEST_unlink_step() + 10;  // 3 steps
+  region memory(64u << 20);
+  auto db = open_in<TypeParam>(memory);
+  ASSERT_NE(db, nullptr);
+  kv_map expected = movable_keys<TypeParam>(*db, keys);
+  auto* e = engine_of<TypeParam>(db.get());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::thread writer;
+  std::atomic<bool> put_returned{false};
+  bool waited_in_slot = false;
+  e->TEST_in_merge_unlinks([&](std::size_t n) {
+    if (n != 0) return;  // first step, the lock held: the writer has to wait for it
+    writer = std::thread([&] {
+      EXPECT_TRUE(db->Put("new", "value").ok());
+      put_returned.store(true, std::memory_order_release);
+    });
+    while (!e->TEST_advertised() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    waited_in_slot = e->TEST_advertised();
+  });
+  std::size_t between = 0;
+  bool returned_between = false;
+  e->TEST_between_unlink_steps([&] {
+    if (between++ != 0) return;
+    while (!put_returned.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    returned_between = put_returned.load(std::memory_order_acquire);
+  });
+  EXPECT_EQ(merge<TypeParam>(*db, 100000), keys);
+  e->TEST_in_merge_unlinks(nullptr);
+  e->TEST_between_unlink_steps(nullptr);
+  ASSERT_TRUE(writer.joinable());
+  writer.join();
+  EXPECT_TRUE(waited_in_slot) << "the writer did not wait for the lock";
+  EXPECT_EQ(between, 2u) << "three steps, two gaps";
+  EXPECT_TRUE(returned_between) << "the put waited for the whole merge";
+  expected["new"] = "value";
+  reference_iterator ref(expected, ReadOptions{});
+  auto it = db->NewIterator(ReadOptions{});
+  std::size_t seen = 0;
+  for (it->SeekToFirst(), ref.seek_to_first(); ref.valid(); it->Next(), ref.next(), ++seen) {
+    ASSERT_TRUE(it->Valid());
+    ASSERT_EQ(it->key(), ref.key());
+    ASSERT_EQ(it->value(), ref.value());
+  }
+  EXPECT_FALSE(it->Valid());
+  EXPECT_TRUE(it->status().ok()) << it->status().ToString();
+  EXPECT_EQ(seen, keys + 1);
+  EXPECT_EQ(db->GetStats().live_keys, keys + 1);
+}
+
 // An iterator over both tiers stands on a delete in the list only to step past it (it hides
 // the tier's key). Inside that move (by the test hook) a reclamation pass removes the
 // deleted key, which frees its node at once, and a write of the same size takes the block.

@@ -403,6 +403,14 @@ class engine final : public DB, private transaction_host {
   // its claim of them (merge_round's (a)). A test writes there. REQUIRES: no merge running.
   void TEST_before_merge_claims(std::function<void()> f) { test_before_claims_ = std::move(f); }
 
+  // Test hook: `f` runs on the merging thread, without the combiner lock, between two steps
+  // of a merge's unlinks (merge_round's (c)). REQUIRES: no merge running.
+  void TEST_between_unlink_steps(std::function<void()> f) { test_between_steps_ = std::move(f); }
+  static constexpr std::size_t TEST_unlink_step() { return kUnlinkStep; }
+  // Test hook: merges unlink `keys` keys per step instead (crash tests make small merges
+  // and want them in several steps). REQUIRES: no merge running; keys >= 1.
+  void TEST_set_unlink_step(std::size_t keys) { unlink_step_ = keys; }
+
   // Test hook: the packed tier's small runs (those not yet merged into its large run).
   // REQUIRES: no merge running.
   std::size_t TEST_tier_small_runs() const { return tier_ == nullptr ? 0 : tier_->small_runs(); }
@@ -1389,15 +1397,18 @@ class engine final : public DB, private transaction_host {
   //  (b) their values, and their deletes as erasure records, written to the tier as one
   //      small run, durable and published (the small runs merged into the large run first
   //      if every slot is taken): each key is now in both tiers, and the list wins;
-  //  (c) under the lock: moves_ raised to an odd value (iterators find their place again
-  //      by key), then each claimed key whose only version is still u leaves the index and
-  //      the list (one link each, reclaimer::move_out), moves_ raised to an even value, one
-  //      fence; outside it, once every reader pinned before has unpinned (two epochs),
-  //      the moved nodes get the uncommitted marker (for repair's scan), one fence, and
-  //      are freed.
-  // A crash before (c)'s fence leaves keys in both tiers (the list wins; the next merge
-  // moves them again); after it, in the tier alone. u is at or below the durable bound, so
-  // no crash takes it from the list while the tier keeps it. *moved: the keys moved.
+  //  (c) in steps of kUnlinkStep keys (unlink_step_), each under the lock (writers take it between
+  //      steps): moves_ raised to an odd value (iterators find their place again by key),
+  //      then each claimed key of the step whose only version is still u leaves the index
+  //      and the list (one link each, reclaimer::move_out), moves_ raised to an even value,
+  //      one fence; after the last step, outside the lock, once every reader pinned before
+  //      has unpinned (two epochs), the moved nodes get the uncommitted marker (for
+  //      repair's scan), one fence, and are freed.
+  // A crash before a step's fence leaves its keys in both tiers (the list wins; the next
+  // merge moves them again); after it, in the tier alone. u is at or below the durable
+  // bound, so no crash takes it from the list while the tier keeps it. A write between
+  // steps is as a write between the claim and (c): a key it updates stays in the list,
+  // over the tier's older value. *moved: the keys moved.
   // REQUIRES: merge_mutex_; the calling thread is not pinned.
   // The nodes of the keys it moved go to *unlinked, for free_after_readers: the caller
   // frees those of several merges after one wait for the readers.
@@ -1438,9 +1449,16 @@ class engine final : public DB, private transaction_host {
       unlinked->reserve(before + picks.size());
       std::vector<alloc::node_block> retiring;
       retiring.reserve(picks.size());
-      combiner_.locked([&] { unlink_merged(picks, unlinked, &retiring); });
+      for (std::size_t from = 0; from < picks.size(); from += unlink_step_) {
+        const std::span<merge_pick> step(picks.data() + from,
+                                         std::min(unlink_step_, picks.size() - from));
+        if (from != 0 && test_between_steps_) test_between_steps_();
+        request_unlink_lines(step);
+        combiner_.locked([&] { unlink_merged(step, from, picks.size(), unlinked, &retiring); });
+      }
       storage_->retire_dram(retiring);
       *moved = unlinked->size() - before;
+      if (*moved != 0) add(merges_, 1);
       return Status::OK();
     } catch (const std::bad_alloc&) {
       return Status::NoSpace("out of DRAM for a merge");
@@ -1529,12 +1547,35 @@ class engine final : public DB, private transaction_host {
     return picks;
   }
 
-  // A merge's (c) under the lock: the claimed keys still at their chosen version leave the
-  // index and the list, their nodes appended to *freed and their entries to *retiring
-  // (retired by the caller once the lock is free: reclaimer::move_out). REQUIRES: the
-  // combiner lock; freed and retiring have room for every pick.
-  void unlink_merged(std::vector<merge_pick>& picks, std::vector<node_offset>* freed,
-                     std::vector<alloc::node_block>* retiring) {
+  // Requests, without the combiner lock, lines a step of a merge's unlinks will read and
+  // write (unlink_merged): each key's entry and point table slot, then its node and its
+  // neighbours' entries, then the node its predecessor links from. The step's unlinks then
+  // wait on fewer misses under the lock, and while this runs, writers take the lock: during
+  // a merge's unlinks they wait for a step at a time, about half of it, not for the whole
+  // merge. Hints only (writers may change any of it before the lock is taken); nothing of
+  // the pool is read. REQUIRES: the picks claimed (their entries stay in the list).
+  void request_unlink_lines(std::span<const merge_pick> step) const {
+    auto pinned = pin();  // a neighbour read may leave the list meanwhile, not be freed
+    for (const merge_pick& p : step) index_->prefetch_removal(p.entry, p.key(merge_bytes_));
+    for (const merge_pick& p : step) {
+      const inode* e = p.entry;
+      prefetch_node_start(e->unlocked_newest().pnode);
+      __builtin_prefetch(e->prev(), 1);
+      __builtin_prefetch(e->next_relaxed(), 1);
+    }
+    for (const merge_pick& p : step) {
+      __builtin_prefetch(storage_->pointer(node_offset{p.entry->prev()->tail_pnode()}), 1);
+    }
+  }
+
+  // A step of a merge's (c) under the lock: the claimed keys of `step` (picks `from` on of
+  // the merge's `count`) still at their chosen version leave the index and the list, their
+  // nodes appended to *freed and their entries to *retiring (retired by the caller once the
+  // lock is free: reclaimer::move_out). Each step is a whole unlink of its keys (moves()
+  // odd, then even; the unlinks durable before it returns); between steps writers take
+  // the lock. REQUIRES: the combiner lock; freed and retiring have room for every pick.
+  void unlink_merged(std::span<merge_pick> picks, std::size_t from, std::size_t count,
+                     std::vector<node_offset>* freed, std::vector<alloc::node_block>* retiring) {
     // The unlinks go through the list as it is durable (as reclamation's: reclaim()).
     if (weak_window_open()) end_weak_window();
     moves_.fetch_add(1, std::memory_order_seq_cst);  // odd: entries are leaving
@@ -1552,7 +1593,7 @@ class engine final : public DB, private transaction_host {
       prefetch_node_start(picks[i].entry->unlocked_newest().pnode);
     }
     for (std::size_t i = 0; i < picks.size(); ++i) {
-      if (test_in_unlinks_) test_in_unlinks_(i);
+      if (test_in_unlinks_) test_in_unlinks_(from + i);
       if (i + kRemovalAhead < picks.size()) {
         index_->prefetch_removal(picks[i + kRemovalAhead].entry,
                                  picks[i + kRemovalAhead].key(merge_bytes_));
@@ -1570,12 +1611,11 @@ class engine final : public DB, private transaction_host {
       freed->push_back(reclaimer_.move_out(*index_, e, retiring));
       if (!v.tombstone) ++live;
     }
-    if (test_in_unlinks_) test_in_unlinks_(picks.size());
+    if (test_in_unlinks_ && from + picks.size() == count) test_in_unlinks_(count);
     moves_.fetch_add(1, std::memory_order_seq_cst);  // even: every entry that left has left
     const std::size_t moved = freed->size() - before;
     if (moved == 0) return;
     io::before_free();  // the unlinks durable before any node is marked or freed
-    add(merges_, 1);
     add(merged_keys_, moved);
     add(keys_, -moved);
     add(versions_, -moved);
@@ -1981,6 +2021,9 @@ class engine final : public DB, private transaction_host {
   static constexpr std::uint64_t kListBound = 65536;
   static_assert(kListBound >= 2 * kMergeLag, "merges move keys while the list is over the bound");
   static constexpr std::size_t kMergeAhead = 8;  // choose_for_merge: entries requested ahead
+  // Keys a merge unlinks per hold of the combiner lock (unlink_merged): their lines,
+  // requested before (request_unlink_lines), fit in a core's L2 cache.
+  static constexpr std::size_t kUnlinkStep = 256;
   // merge_bytes_ is kept between merges up to this capacity (a merge of 4096 keys of 16
   // bytes with 64-byte values takes 320 KiB), let go beyond it (large values).
   static constexpr std::size_t kMergeBytesKept = std::size_t{1} << 20;
@@ -2058,7 +2101,8 @@ class engine final : public DB, private transaction_host {
   alignas(64) std::atomic<std::uint64_t> moves_{0};
   // Keys live in the packed tier alone (Stats::live_keys): the combiner's, or recovery's.
   alignas(64) std::atomic<std::uint64_t> tier_live_keys_{0};
-  std::atomic<std::uint64_t> merges_{0}, merged_keys_{0};  // the combiner's
+  std::atomic<std::uint64_t> merges_{0};  // merge_mutex_
+  std::atomic<std::uint64_t> merged_keys_{0};  // the combiner's
   std::atomic<std::uint64_t> merge_errors_{0};             // the merge thread's
   alignas(64) reclaimer_t reclaimer_;
   mutable snapshot_registry registry_;
@@ -2072,6 +2116,8 @@ class engine final : public DB, private transaction_host {
   std::function<void()> test_in_pass_;  // the combiner's, once set
   std::function<void(std::size_t)> test_in_unlinks_;  // the merging thread's
   std::function<void()> test_before_claims_;  // the merging thread's
+  std::function<void()> test_between_steps_;  // the merging thread's
+  std::size_t unlink_step_ = kUnlinkStep;     // merge_mutex_
   std::atomic<bool> test_hold_merges_{false};
   std::function<void(std::string_view, bool)> test_on_verify_;  // readers
   // Some entry was ever made that the storage's destruction does not release (make_entry):
